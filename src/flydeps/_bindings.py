@@ -1,0 +1,103 @@
+"""Bindings: the live facts a fingerprint depends on, recorded during discovery.
+
+Contract: data plus the few primitive reads that resolve names without running user
+code. A binding says "``container[key]`` (or ``container.key``) was ``expected``"; the
+guard re-checks bindings, discovery records them. Resolution reads module and class
+namespaces through their real dicts only: no ``getattr`` on user objects, so a raising
+``__getattr__`` or a descriptor never runs.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import gc
+from dataclasses import dataclass
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+
+__all__ = ["Binding", "BindingKind", "MISSING", "class_dict", "is_code", "lookup_mro"]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: object = _Missing()
+
+
+class BindingKind(str, enum.Enum):
+    DICT = "dict"  # container is a dict (module or class namespace), key a name in it
+    ATTR = "attr"  # container is a function, key one of __code__/__defaults__/__kwdefaults__
+    CELL = "cell"  # container is a closure cell
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Binding:
+    """``container[key]`` / ``container.key`` held ``expected`` when the graph was built.
+
+    ``node`` is the graph node whose digest depends on it, ``label`` the dotted name a
+    user would recognise (``pkg.mem._load_q``), ``code`` whether the bound thing is code
+    (function, class, module, code swap) rather than a data value.
+    """
+
+    kind: BindingKind
+    container: object
+    key: str
+    expected: object
+    node: str
+    label: str
+    code: bool
+
+    def current(self) -> object:
+        """What the binding holds now (``MISSING`` when gone). Never runs user code."""
+        if self.kind is BindingKind.DICT:
+            return self.container.get(self.key, MISSING)  # type: ignore[attr-defined]
+        if self.kind is BindingKind.CELL:
+            try:
+                return self.container.cell_contents  # type: ignore[attr-defined]
+            except ValueError:
+                return MISSING
+        return getattr(self.container, self.key, MISSING)
+
+    def holds(self) -> bool:
+        return self.current() is self.expected
+
+
+_CODE_TYPES = (FunctionType, MethodType, BuiltinFunctionType, ModuleType, CodeType, type, staticmethod, classmethod)
+
+
+def is_code(value: object) -> bool:
+    """True for values that are code (their change is a code change, not data drift)."""
+    return isinstance(value, _CODE_TYPES) or isinstance(value, functools.partial)
+
+
+def class_dict(cls: type) -> dict:
+    """The real namespace dict behind ``cls.__dict__`` (a read-only mappingproxy).
+
+    The guard needs a plain dict so its checks are single C-level lookups; the
+    mappingproxy's only referent is that dict."""
+    proxy = type.__dict__["__dict__"].__get__(cls)
+    for ref in gc.get_referents(proxy):
+        if type(ref) is dict:
+            return ref
+    return dict(proxy)  # pragma: no cover - CPython always has the referent
+
+
+def lookup_mro(owner: type, name: str) -> tuple[type | None, object, list[tuple[dict, object]]]:
+    """Find ``name`` along ``owner``'s MRO without running descriptors.
+
+    Returns the defining class (or None), the raw namespace value (``MISSING``) and the
+    ``(namespace, value-or-MISSING)`` pairs looked at, in MRO order, for the guard.
+    """
+    looked: list[tuple[dict, object]] = []
+    mro = type.__dict__["__mro__"].__get__(owner)
+    for klass in mro:
+        namespace = class_dict(klass)
+        value = namespace.get(name, MISSING)
+        looked.append((namespace, value))
+        if value is not MISSING:
+            return klass, value, looked
+    return None, MISSING, looked

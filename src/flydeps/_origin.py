@@ -1,0 +1,92 @@
+"""Where code comes from: the user's own code (walked) or a leaf (stdlib, third party).
+
+Contract: classifies module names and module objects; reads ``sys.modules`` entries'
+``__file__``, ``sysconfig`` paths and installed distribution metadata. Never imports a
+package to classify it. The detail string of a leaf (``torch==2.13.0``,
+``python==3.11.7``) is what its digest stands for, so an upgrade of a dependency changes
+every fingerprint that reaches it, and nothing else about the machine does.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import site
+import sys
+import sysconfig
+from types import ModuleType
+
+__all__ = ["external_detail", "is_external_module", "PYTHON_DETAIL"]
+
+PYTHON_DETAIL = "python=={}.{}.{}".format(*sys.version_info[:3])
+# Our own packages are leaves too: their code is versioned with the distribution.
+_OWN = frozenset({"flydeps", "flydsl_runtime"})
+
+
+@functools.lru_cache(maxsize=None)
+def _stdlib_names() -> frozenset[str]:
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:  # pragma: no cover - Python 3.10 has it; kept for other implementations
+        names = ()
+    return frozenset(names) | frozenset(sys.builtin_module_names)
+
+
+@functools.lru_cache(maxsize=None)
+def _library_dirs() -> tuple[str, ...]:
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.realpath(path))
+    for path in [*getattr(site, "getsitepackages", lambda: [])(), site.getusersitepackages()]:
+        dirs.add(os.path.realpath(path))
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
+
+
+@functools.lru_cache(maxsize=None)
+def _distributions() -> dict[str, tuple[str, ...]]:
+    return dict(importlib.metadata.packages_distributions())
+
+
+@functools.lru_cache(maxsize=4096)
+def external_detail(top_level: str) -> str:
+    """``dist==version`` for an installed top-level package, ``python==X.Y.Z`` for stdlib,
+    the bare name when neither is known."""
+    if top_level in _stdlib_names() or top_level == "builtins":
+        return PYTHON_DETAIL
+    dists = _distributions().get(top_level)
+    if dists:
+        parts = []
+        for dist in sorted(set(dists)):
+            try:
+                parts.append(f"{dist}=={importlib.metadata.version(dist)}")
+            except importlib.metadata.PackageNotFoundError:
+                parts.append(dist)
+        return ",".join(parts)
+    return top_level
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_external_name(name: str, file: str | None) -> bool:
+    top = name.partition(".")[0]
+    if top in _OWN or top in _stdlib_names():
+        return True
+    if file is None:
+        # Built-in, frozen or namespace modules are library code; ``__main__`` and modules
+        # created at run time (exec'd, REPL) have no file and are the user's.
+        return top not in ("__main__", "__mp_main__") and name in sys.modules and top in _distributions()
+    real = os.path.realpath(file)
+    return real.startswith(_library_dirs())
+
+
+def is_external_module(name: str | None, module: ModuleType | None = None) -> bool:
+    """True when code of module ``name`` is a leaf: stdlib, site-packages or our own packages."""
+    if not name:
+        return False
+    if module is None:
+        module = sys.modules.get(name)
+    file = getattr(module, "__file__", None) if module is not None else None
+    if module is not None and file is None and name in sys.builtin_module_names:
+        return True
+    return _is_external_name(name, file if isinstance(file, str) else None)

@@ -1,0 +1,477 @@
+"""Runtime discovery: live objects and their bytecode -> :class:`~flydeps.graph.DepGraph`.
+
+Contract: reads live objects (functions, code, closure cells, defaults, module and class
+namespaces) and records, next to the graph, every :class:`~flydeps._bindings.Binding`
+the graph was built from so a guard can re-check them. It never calls user code: names
+are resolved through real namespace dicts, values are snapshotted structurally
+(:mod:`flydeps._values`). Code outside the user's roots (stdlib, site-packages, flydeps
+itself) is a leaf ``external:`` node identified by ``distribution==version``. What
+cannot be resolved becomes an ``unresolved:`` node; nothing is dropped. The walk is a
+work list, so deep helper chains and cycles need no recursion.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+
+from blake3 import blake3
+
+from . import _origin
+from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
+from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
+from ._values import SNAPSHOT_LIMIT, MutableWatch, snapshot
+from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
+
+__all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
+
+log = logging.getLogger("flydeps")
+
+Unwrapper = Callable[[object], Iterable[tuple[str, object]]]
+_UNWRAPPERS: dict[type, Unwrapper] = {}
+# func -> (rewritten code now installed, original code the user wrote)
+_REWRITES: "weakref.WeakKeyDictionary[FunctionType, tuple[CodeType, CodeType]]" = weakref.WeakKeyDictionary()
+_WARNED_OVERSIZED: set[str] = set()
+_FUNC_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
+
+
+def register_unwrapper(type_: type, fn: Unwrapper) -> None:
+    """Teach discovery to see through instances of ``type_`` (and subclasses).
+
+    ``fn(obj)`` yields ``(label, value)`` pairs to walk, e.g. a JIT wrapper yields
+    ``("func", obj.func)``. Registered unwrappers replace the generic attribute walk."""
+    if not isinstance(type_, type) or not callable(fn):
+        raise TypeError(f"register_unwrapper(type_, fn) needs a class and a callable, got {type_!r}, {fn!r}")
+    _UNWRAPPERS[type_] = fn
+
+
+def note_code_rewrite(func: FunctionType, original_code: CodeType) -> None:
+    """Record that ``func.__code__`` is a rewrite (e.g. an AST transform) of ``original_code``.
+
+    The function then digests as the original (what the user wrote) while the rewritten
+    code's references are walked too; swapping the original for the rewrite is not a
+    user change."""
+    if not isinstance(func, FunctionType) or not isinstance(original_code, CodeType):
+        raise TypeError("note_code_rewrite(func, original_code) needs a Python function and a code object")
+    _REWRITES[func] = (func.__code__, original_code)
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """A graph plus the live bindings and mutable values it was built from."""
+
+    graph: DepGraph
+    bindings: tuple[Binding, ...]
+    mutables: tuple[tuple[str, MutableWatch], ...]  # (node id, watch)
+
+
+def discover(obj: object, *, owner: type | None = None) -> DepGraph:
+    """The dependency graph of ``obj`` (function, method, class, callable object, ...).
+
+    ``owner`` is the class through which methods are looked up: ``self.helper`` inside
+    ``Base.run`` resolves on ``owner``'s MRO, so ``owner=Sub`` sees Sub's override.
+    """
+    return discover_roots([(obj, owner, "root")]).graph
+
+
+def discover_roots(roots: Sequence[tuple[object, type | None, str]]) -> Discovery:
+    """Discover several roots at once: ``(object, owner, hint id for non-code roots)``."""
+    walker = _Walker()
+    ids = tuple(dict.fromkeys(walker.visit(obj, owner, hint) for obj, owner, hint in roots))
+    walker.run()
+    edges = tuple(dict.fromkeys(walker.edges))
+    return Discovery(DepGraph(ids, walker.nodes, edges), tuple(walker.bindings), tuple(walker.mutables))
+
+
+def _location(code: CodeType) -> Location:
+    return Location(code.co_filename.rsplit("/", 1)[-1], code.co_firstlineno)
+
+
+def _module_of(obj: object) -> str:
+    module = getattr(obj, "__module__", None) if not isinstance(obj, ModuleType) else obj.__name__
+    return module if isinstance(module, str) else "?"
+
+
+def _qualname(obj: object) -> str:
+    try:
+        qual = obj.__qualname__  # type: ignore[attr-defined]
+    except Exception:
+        qual = None
+    if not isinstance(qual, str):
+        qual = getattr(type(obj), "__qualname__", type(obj).__name__)
+    return qual
+
+
+def _digest(*parts: str) -> str:
+    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Walker:
+    """Builds nodes immediately and expands them from a work list."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.edges: list[Edge] = []
+        self.bindings: list[Binding] = []
+        self.mutables: list[tuple[str, MutableWatch]] = []
+        self.memo: dict[tuple[int, int], str] = {}
+        self.keep: list[object] = []  # memo keys are id()s: keep their objects alive
+        self.work: deque[Callable[[], None]] = deque()
+        self.live: set[str] = set()  # function nodes whose live object was expanded
+        self.walked: set[tuple[str, int]] = set()  # (node, id(code)) already walked
+
+    def run(self) -> None:
+        while self.work:
+            self.work.popleft()()
+
+    # -- nodes -----------------------------------------------------------------------
+    def add(self, nid: str, kind: NodeKind, digest: str, **extra: object) -> bool:
+        if nid in self.nodes:
+            return False
+        self.nodes[nid] = Node(nid, kind, digest, **extra)  # type: ignore[arg-type]
+        return True
+
+    def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
+        self.edges.append(Edge(src, dst, kind, label))
+
+    def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
+        code = kind is BindingKind.ATTR or is_code(expected)
+        self.bindings.append(Binding(kind, container, key, expected, node, label, code))
+
+    def external(self, dotted: str) -> str:
+        nid = external_id(dotted)
+        detail = _origin.external_detail(dotted.partition(".")[0])
+        self.add(nid, NodeKind.EXTERNAL, _digest("external", detail), detail=detail)
+        return nid
+
+    def unresolved(self, where: str, name: str, why: str) -> str:
+        nid = unresolved_id(where, name)
+        self.add(nid, NodeKind.UNRESOLVED, _digest("unresolved", name), detail=why)
+        return nid
+
+    # -- dispatch --------------------------------------------------------------------
+    def visit(self, obj: object, owner: type | None, hint: str) -> str:
+        key = (id(obj), id(owner))
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        self.keep.append((obj, owner))
+        nid = self._visit(obj, owner, hint)
+        self.memo[key] = nid
+        return nid
+
+    def _visit(self, obj: object, owner: type | None, hint: str) -> str:
+        unwrap = _find_unwrapper(type(obj))
+        if unwrap is not None:
+            return self._visit_object(obj, hint, list(unwrap(obj)))
+        if isinstance(obj, FunctionType):
+            return self._visit_function(obj, owner)
+        if isinstance(obj, MethodType):
+            bound = obj.__self__
+            return self.visit(obj.__func__, bound if isinstance(bound, type) else type(bound), hint)
+        if isinstance(obj, (staticmethod, classmethod)):
+            return self.visit(obj.__func__, owner, hint)
+        if isinstance(obj, property):
+            parts = [(n, f) for n, f in (("fget", obj.fget), ("fset", obj.fset), ("fdel", obj.fdel)) if f]
+            return self._visit_object(obj, hint, parts)
+        if isinstance(obj, functools.partial):
+            parts = [("func", obj.func), *((f"arg{i}", a) for i, a in enumerate(obj.args)), *obj.keywords.items()]
+            return self._visit_object(obj, hint, parts)
+        if isinstance(obj, type):
+            return self._visit_class(obj)
+        if isinstance(obj, ModuleType):
+            return self._visit_module(obj)
+        if isinstance(obj, CodeType):
+            return self._visit_code_only(obj, {}, _module_of(obj), owner)
+        if callable(obj) and _is_c_callable(obj):
+            return self.external(f"{_module_of(obj)}.{_qualname(obj)}")
+        return self._visit_value(obj, hint)
+
+    # -- functions -------------------------------------------------------------------
+    def _visit_function(self, fn: FunctionType, owner: type | None) -> str:
+        module = fn.__module__ if isinstance(fn.__module__, str) else fn.__globals__.get("__name__", "?")
+        if _origin.is_external_module(module):
+            return self.external(f"{module}.{fn.__qualname__}")
+        defining = _defining_class(fn)
+        owner_id = node_id(_module_of(owner), owner.__qualname__) if owner is not None else None
+        defining_id = node_id(_module_of(defining), defining.__qualname__) if defining is not None else None
+        nid = node_id(module, fn.__qualname__, owner_id if owner_id != defining_id else None)
+        code = fn.__code__
+        rewrite = _REWRITES.get(fn)
+        digest_code = rewrite[1] if rewrite is not None and rewrite[0] is code else code
+        kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
+        node = Node(nid, kind, code_digest(digest_code), location=_location(digest_code))
+        # A nested function first seen as a code constant of its factory is upgraded here:
+        # the live function (its code, closure, defaults) is what runs.
+        self.nodes[nid] = node
+        if nid not in self.live:
+            self.live.add(nid)
+            self.work.append(lambda: self._expand_function(fn, nid, owner or defining, digest_code))
+        return nid
+
+    def _expand_function(self, fn: FunctionType, nid: str, owner: type | None, digest_code: CodeType) -> None:
+        for attr in _FUNC_ATTRS:
+            self.bind(BindingKind.ATTR, fn, attr, getattr(fn, attr), nid, f"{nid}.{attr}")
+        code = fn.__code__
+        names = code.co_varnames[code.co_argcount - len(fn.__defaults__ or ()) : code.co_argcount]
+        for name, value in zip(names, fn.__defaults__ or ()):
+            self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
+        for name, value in (fn.__kwdefaults__ or {}).items():
+            self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            self._expand_cell(nid, name, cell)
+        wrapped = fn.__dict__.get("__wrapped__", MISSING)
+        if wrapped is not MISSING:
+            self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
+        self._walk_code(code, nid, fn.__globals__, owner)
+        self._walk_code(digest_code, nid, fn.__globals__, owner)
+
+    def _expand_cell(self, nid: str, name: str, cell: object) -> None:
+        try:
+            value = cell.cell_contents  # type: ignore[attr-defined]
+        except ValueError:
+            self.bind(BindingKind.CELL, cell, "cell_contents", MISSING, nid, f"{nid}.<closure {name}>")
+            self.edge(nid, self.unresolved(nid, name, "closure cell is empty"), EdgeKind.CLOSURE, name)
+            return
+        self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<closure {name}>")
+        self.edge(nid, self.visit(value, None, f"{nid}#closure.{name}"), EdgeKind.CLOSURE, name)
+
+    def _visit_code_only(self, code: CodeType, globals_: dict, module: str, owner: type | None) -> str:
+        nid = node_id(module, qualname_of(code))
+        if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=_location(code)):
+            self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
+        return nid
+
+    def _walk_code(self, code: CodeType, nid: str, globals_: dict, owner: type | None) -> None:
+        if (nid, id(code)) in self.walked:
+            return
+        self.walked.add((nid, id(code)))
+        self.keep.append(code)
+        self_name = code.co_varnames[0] if code.co_argcount and code.co_varnames[0] in ("self", "cls") else None
+        for ref in code_refs(code):
+            if ref.scope == "global":
+                self._resolve_global(ref, nid, globals_)
+            elif ref.attrs and (
+                (ref.scope == "local" and ref.name == self_name)
+                or (ref.scope == "free" and ref.name in ("self", "cls") and owner is not None)
+            ):
+                self._resolve_self(ref, nid, owner)
+            elif ref.scope == "import":
+                self._resolve_import(ref, nid)
+        module = globals_.get("__name__", "?") if isinstance(globals_, dict) else "?"
+        for nested in nested_codes(code):
+            if is_function_code(nested):
+                child = self._visit_code_only(nested, globals_, module, owner)
+                self.edge(nid, child, EdgeKind.NESTED, nested.co_name)
+
+    # -- name resolution -------------------------------------------------------------
+    def _resolve_global(self, ref: NameRef, nid: str, globals_: dict) -> None:
+        name = ref.name
+        value = globals_.get(name, MISSING)
+        self.bind(BindingKind.DICT, globals_, name, value, nid, f"{globals_.get('__name__', '?')}.{name}")
+        home, key = globals_, name
+        if value is MISSING:
+            builtins = globals_.get("__builtins__", {})
+            builtins = builtins.__dict__ if isinstance(builtins, ModuleType) else builtins
+            value = builtins.get(name, MISSING) if isinstance(builtins, dict) else MISSING
+            if value is MISSING:
+                self.edge(nid, self.unresolved(nid, name, "name is not defined"), EdgeKind.CALLS, name)
+                return
+            self.bind(BindingKind.DICT, builtins, name, value, nid, f"builtins.{name}")
+            home = builtins
+        self._follow_chain(nid, value, home, key, ref.attrs, name)
+
+    def _follow_chain(self, nid: str, value: object, home: dict, key: str, attrs: tuple[str, ...], label: str) -> None:
+        owner: type | None = None
+        for i, attr in enumerate(attrs):
+            if isinstance(value, ModuleType):
+                if _origin.is_external_module(value.__name__, value):
+                    dotted = ".".join((value.__name__, *attrs[i:]))
+                    self.edge(nid, self.external(dotted), EdgeKind.CALLS, ".".join((label, *attrs[i:])))
+                    return
+                home, key = value.__dict__, attr
+                nxt = home.get(attr, MISSING)
+                self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{value.__name__}.{attr}")
+            elif isinstance(value, type) and not _is_external_type(value):
+                defining, nxt, looked = lookup_mro(value, attr)
+                for namespace, seen in looked:
+                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{_qualname(value)}.{attr}")
+                home, key, owner = (class_dict(defining) if defining else home), attr, value
+            else:
+                break  # attribute of a value: the value's snapshot covers it
+            label = f"{label}.{attr}"
+            if nxt is MISSING:
+                self.edge(nid, self.unresolved(nid, label, "attribute not found"), EdgeKind.CALLS, label)
+                return
+            value = nxt
+        hint = f"{home.get('__name__', _class_id(home))}:{key}" if isinstance(home, dict) else f"{nid}#{label}"
+        target = self.visit(value, owner, hint)
+        self.edge(nid, target, EdgeKind.CALLS if is_code(value) or target.startswith("external:") else EdgeKind.READS, label)
+
+    def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
+        attr = ref.attrs[0]
+        label = f"self.{attr}"
+        if owner is None:
+            self.edge(nid, self.unresolved(nid, label, "no owner class to resolve self on"), EdgeKind.METHOD, label)
+            return
+        defining, value, looked = lookup_mro(owner, attr)
+        for namespace, seen in looked:
+            self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{_qualname(owner)}.{attr}")
+        if defining is None:
+            self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
+            return
+        hint = node_id(_module_of(defining), f"{defining.__qualname__}.{attr}")
+        self.edge(nid, self.visit(value, owner, hint), EdgeKind.METHOD, label)
+
+    def _resolve_import(self, ref: NameRef, nid: str) -> None:
+        module = sys.modules.get(ref.name)
+        if module is None:
+            self.edge(nid, self.unresolved(nid, ref.name, "module not imported"), EdgeKind.IMPORTS, ref.name)
+            return
+        self._follow_chain(nid, module, {}, ref.name, ref.attrs, ref.name)
+
+    # -- classes, modules, objects, values -------------------------------------------
+    def _visit_class(self, cls: type) -> str:
+        if _is_external_type(cls):
+            return self.external(f"{_module_of(cls)}.{cls.__qualname__}")
+        nid = node_id(_module_of(cls), cls.__qualname__)
+        namespace = class_dict(cls)
+        data = {k: v for k, v in namespace.items() if not _is_member_code(v) and k not in _CLASS_NOISE}
+        digest = _digest("class", cls.__qualname__, snapshot(data).digest)
+        if self.add(nid, NodeKind.CLASS, digest):
+            self.work.append(lambda: self._expand_class(cls, nid, namespace))
+        return nid
+
+    def _expand_class(self, cls: type, nid: str, namespace: dict) -> None:
+        for base in cls.__bases__:
+            if base is not object:
+                self.edge(nid, self.visit(base, None, nid), EdgeKind.CALLS, "base")
+        for key, value in namespace.items():
+            if key in _CLASS_NOISE:
+                continue
+            self.bind(BindingKind.DICT, namespace, key, value, nid, f"{cls.__qualname__}.{key}")
+            if _is_member_code(value):
+                self.edge(nid, self.visit(value, cls, f"{nid}.{key}"), EdgeKind.METHOD, key)
+
+    def _visit_module(self, module: ModuleType) -> str:
+        if _origin.is_external_module(module.__name__, module):
+            return self.external(module.__name__)
+        nid = f"{module.__name__}:"
+        self.add(nid, NodeKind.MODULE, _digest("module", module.__name__))
+        return nid
+
+    def _visit_object(self, obj: object, hint: str, parts: list[tuple[str, object]]) -> str:
+        snap = snapshot(obj)
+        if not self.add(hint, NodeKind.OBJECT, snap.digest, detail=snap.summary):
+            return hint
+        self._watch(hint, snap)
+
+        def expand() -> None:
+            self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
+            for label, value in parts:
+                kind = EdgeKind.DECORATES if label in ("func", "__wrapped__") else EdgeKind.ATTRIBUTE
+                self.edge(hint, self.visit(value, None, f"{hint}.{label}"), kind, label)
+
+        self.work.append(expand)
+        return hint
+
+    def _visit_value(self, value: object, hint: str) -> str:
+        t = type(value)
+        if t not in _CONTAINERS and not _is_external_type(t) or callable(value):
+            members = _instance_members(value)
+            if members is not None:
+                return self._visit_object(value, hint, members)
+        snap = snapshot(value)
+        if not self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
+            return hint
+        self._watch(hint, snap)
+        if t in _CONTAINERS:
+            self.work.append(lambda: self._expand_container(value, hint))
+        return hint
+
+    def _watch(self, nid: str, snap: object) -> None:
+        if snap.oversized:  # type: ignore[attr-defined]
+            if nid not in _WARNED_OVERSIZED:
+                _WARNED_OVERSIZED.add(nid)
+                log.warning(
+                    "%s holds more than %d elements: it is fingerprinted by type and size only, and only its "
+                    "rebinding is detected, not in-place changes (raise FLYDEPS_SNAPSHOT_LIMIT to include it)",
+                    nid,
+                    SNAPSHOT_LIMIT,
+                )
+        self.mutables.extend((nid, m) for m in snap.mutables)  # type: ignore[attr-defined]
+
+    def _expand_container(self, value: object, hint: str) -> None:
+        items = value.items() if isinstance(value, dict) else enumerate(value)  # type: ignore[attr-defined]
+        for n, (key, item) in enumerate(items):
+            if n >= SNAPSHOT_LIMIT:
+                break
+            if is_code(item) or _find_unwrapper(type(item)) is not None:
+                label = f"[{key!r}]" if type(key) in (int, str) else f"[{n}]"
+                self.edge(hint, self.visit(item, None, f"{hint}{label}"), EdgeKind.ATTRIBUTE, label)
+
+
+_CLASS_NOISE = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__"})
+_CONTAINERS = (tuple, list, dict, set, frozenset)
+
+
+def _is_member_code(value: object) -> bool:
+    return isinstance(value, (FunctionType, staticmethod, classmethod, property))
+
+
+def _is_c_callable(obj: object) -> bool:
+    return isinstance(obj, BuiltinFunctionType) or type(obj).__module__ == "builtins" and not isinstance(obj, type)
+
+
+def _is_external_type(cls: type) -> bool:
+    return _origin.is_external_module(_module_of(cls))
+
+
+def _class_id(namespace: dict) -> str:
+    return f"{namespace.get('__module__', '?')}:{namespace.get('__qualname__', '?')}"
+
+
+def _find_unwrapper(t: type) -> Unwrapper | None:
+    if not _UNWRAPPERS:
+        return None
+    for klass in t.__mro__:
+        fn = _UNWRAPPERS.get(klass)
+        if fn is not None:
+            return fn
+    return None
+
+
+def _instance_members(value: object) -> list[tuple[str, object]] | None:
+    """Code-valued attributes of a callable or user-class instance, or None for plain data."""
+    try:
+        state = object.__getattribute__(value, "__dict__")
+    except Exception:
+        state = None
+    t = type(value)
+    user_type = not _is_external_type(t)
+    if not callable(value) and not user_type:
+        return None
+    members = [(k, v) for k, v in state.items() if is_code(v)] if type(state) is dict else []
+    if not callable(value) and not members:
+        return None
+    return members
+
+
+def _defining_class(fn: FunctionType) -> type | None:
+    """The class a function was defined in, found through its qualname (``A.B.f``)."""
+    parts = fn.__qualname__.split(".")
+    if len(parts) < 2 or "<locals>" in parts:
+        return None
+    obj: object = fn.__globals__.get(parts[0], MISSING)
+    for part in parts[1:-1]:
+        if not isinstance(obj, type):
+            return None
+        obj = class_dict(obj).get(part, MISSING)
+    return obj if isinstance(obj, type) else None
+

@@ -1,0 +1,215 @@
+"""``cached_factory``: a drop-in ``functools.lru_cache`` that never returns stale builds.
+
+Contract: same call forms, ``cache_info()``, ``cache_clear()``, ``cache_parameters()``,
+``__wrapped__`` and ``TypeError`` for unhashable arguments as ``functools.lru_cache``.
+Each entry keeps the fingerprint of the factory and of the value it returned (for a
+compile factory: the launcher and the kernels and helpers it reaches), baselined when
+the build finished. A hit costs the key lookup plus the entry's :meth:`Guard.check`.
+When the guard fails, the fingerprint is recomputed: same digest (a reload that only
+touched comments) -> the entry is re-baselined and returned; code changed -> the entry
+is dropped and rebuilt, and the reason is logged on the ``flydeps`` logger; only a data
+global changed -> ``on_drift`` decides (``rebuild``, ``raise`` GlobalDriftError,
+``warn`` and keep). Concurrent callers of one key build it once; no lock is held while
+the user's function runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from .errors import GlobalDriftError
+from .fingerprint import Fingerprint, fingerprint_roots
+from .graph import NodeKind
+
+__all__ = ["cached_factory"]
+
+log = logging.getLogger("flydeps")
+F = TypeVar("F", bound=Callable[..., Any])
+_DRIFT_POLICIES = ("rebuild", "raise", "warn")
+_KWD_MARK = object()
+
+
+class _Entry:
+    __slots__ = ("value", "fingerprint", "check")
+
+    def __init__(self, value: object, fp: Fingerprint) -> None:
+        self.value = value
+        self.fingerprint = fp
+        self.check = fp.guard().check
+
+
+def _plain_key(args: tuple, kwds: dict) -> object:
+    return args if not kwds else (args, _KWD_MARK, *kwds.items())
+
+
+def _typed_key(args: tuple, kwds: dict) -> object:
+    key = (args, tuple(type(v) for v in args))
+    return key if not kwds else (*key, _KWD_MARK, *kwds.items(), *(type(v) for v in kwds.values()))
+
+
+@overload
+def cached_factory(maxsize: F, typed: bool = False) -> F: ...
+@overload
+def cached_factory(maxsize: int | None = 128, typed: bool = False, *, on_drift: str = "rebuild") -> Callable[[F], F]: ...
+
+
+def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: str = "rebuild") -> Any:
+    """Memoize a factory like ``functools.lru_cache``, rebuilding entries whose code changed.
+
+    ``@cached_factory``, ``@cached_factory()``, ``@cached_factory(maxsize=None, typed=True)``
+    all work as with ``lru_cache``. ``on_drift`` chooses what happens when only a
+    data-valued global read by the build changed: ``"rebuild"`` (default), ``"raise"``
+    (:class:`~flydeps.errors.GlobalDriftError`) or ``"warn"`` (log and keep the entry).
+    """
+    if on_drift not in _DRIFT_POLICIES:
+        raise ValueError(f"cached_factory(on_drift={on_drift!r}): choose one of {', '.join(_DRIFT_POLICIES)}")
+    if isinstance(maxsize, int) and not isinstance(maxsize, bool):
+        maxsize = max(maxsize, 0)
+    elif callable(maxsize) and isinstance(typed, bool):
+        user_function, maxsize = maxsize, 128
+        return _FactoryCache(user_function, maxsize, typed, on_drift).wrapper
+    elif maxsize is not None:
+        raise TypeError("Expected first argument to be an integer, a callable, or None")
+
+    def decorating_function(user_function: F) -> F:
+        return _FactoryCache(user_function, maxsize, typed, on_drift).wrapper  # type: ignore[return-value]
+
+    return decorating_function
+
+
+class _FactoryCache:
+    """State of one decorated factory; ``wrapper`` is the function users call."""
+
+    def __init__(self, func: Callable[..., Any], maxsize: int | None, typed: bool, on_drift: str) -> None:
+        self.func, self.maxsize, self.typed, self.on_drift = func, maxsize, typed, on_drift
+        self.name = getattr(func, "__qualname__", repr(func))
+        self.root_id = f"{getattr(func, '__module__', '?')}:{self.name}"
+        self.cache: dict[object, _Entry] = OrderedDict() if maxsize is not None else {}
+        self.hits = self.misses = 0
+        self.lock = threading.RLock()
+        self.pending: dict[object, tuple[threading.Event, int]] = {}
+        self.wrapper = self._make_wrapper()
+
+    def _make_wrapper(self) -> Callable[..., Any]:
+        make_key = _typed_key if self.typed else _plain_key
+        cache_get = self.cache.get
+        slow = self._slow
+        state = self
+
+        if self.maxsize == 0:
+
+            def wrapper(*args: Any, **kwds: Any) -> Any:
+                state.misses += 1
+                return state.func(*args, **kwds)
+
+        elif self.maxsize is None:
+
+            def wrapper(*args: Any, **kwds: Any) -> Any:
+                key = make_key(args, kwds)
+                entry = cache_get(key)
+                if entry is not None and entry.check():
+                    state.hits += 1
+                    return entry.value
+                return slow(key, entry, args, kwds)
+
+        else:
+            move_to_end = self.cache.move_to_end  # type: ignore[attr-defined]
+
+            def wrapper(*args: Any, **kwds: Any) -> Any:
+                key = make_key(args, kwds)
+                entry = cache_get(key)
+                if entry is not None and entry.check():
+                    state.hits += 1
+                    move_to_end(key)
+                    return entry.value
+                return slow(key, entry, args, kwds)
+
+        functools.update_wrapper(wrapper, self.func)
+        wrapper.cache_info = self.cache_info  # type: ignore[attr-defined]
+        wrapper.cache_clear = self.cache_clear  # type: ignore[attr-defined]
+        wrapper.cache_parameters = self.cache_parameters  # type: ignore[attr-defined]
+        return wrapper
+
+    # -- lru_cache API ---------------------------------------------------------------
+    def cache_info(self) -> functools._CacheInfo:  # type: ignore[name-defined]
+        return functools._CacheInfo(self.hits, self.misses, self.maxsize, len(self.cache))  # type: ignore[attr-defined]
+
+    def cache_clear(self) -> None:
+        with self.lock:
+            self.cache.clear()
+            self.hits = self.misses = 0
+
+    def cache_parameters(self) -> dict[str, Any]:
+        return {"maxsize": self.maxsize, "typed": self.typed}
+
+    # -- slow path -------------------------------------------------------------------
+    def _slow(self, key: object, entry: _Entry | None, args: tuple, kwds: dict) -> Any:
+        if entry is not None and self._revalidate(key, entry):
+            self.hits += 1
+            return entry.value
+        return self._build(key, args, kwds)
+
+    def _revalidate(self, key: object, entry: _Entry) -> bool:
+        """The guard failed: keep the entry if nothing that matters changed."""
+        fresh = entry.fingerprint.refresh()
+        if fresh.digest == entry.fingerprint.digest:
+            self._rebaseline(key, entry, fresh)
+            return True
+        diffs = fresh.diff(entry.fingerprint)
+        data_only = bool(diffs) and all(d.kind is NodeKind.GLOBAL for d in diffs)
+        reasons = "; ".join(str(d) for d in diffs) or "the dependency structure changed"
+        if data_only and self.on_drift == "raise":
+            first = diffs[0]
+            module, _, name = first.node.rpartition(":")
+            raise GlobalDriftError(module, name, first.old, first.new, consumer=self.name)
+        if data_only and self.on_drift == "warn":
+            log.warning("%s: kept a build made with old values (on_drift='warn'): %s", self.name, reasons)
+            self._rebaseline(key, entry, fresh)
+            return True
+        log.info("rebuilt %s: %s", self.name, reasons)
+        with self.lock:
+            if self.cache.get(key) is entry:
+                del self.cache[key]
+        return False
+
+    def _rebaseline(self, key: object, entry: _Entry, fresh: Fingerprint) -> None:
+        replacement = _Entry(entry.value, fresh)
+        with self.lock:
+            if self.cache.get(key) is entry:
+                self.cache[key] = replacement
+
+    def _build(self, key: object, args: tuple, kwds: dict) -> Any:
+        me = threading.get_ident()
+        while True:
+            with self.lock:
+                entry = self.cache.get(key)
+                if entry is not None and entry.check():
+                    self.hits += 1
+                    return entry.value
+                waiting = self.pending.get(key)
+                if waiting is None or waiting[1] == me:  # nobody building, or a recursive call
+                    event = threading.Event()
+                    self.pending[key] = (event, me)
+                    break
+            waiting[0].wait()
+        try:
+            with self.lock:
+                self.misses += 1
+            value = self.func(*args, **kwds)
+            fp = fingerprint_roots(((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
+            with self.lock:
+                self.cache[key] = _Entry(value, fp)
+                if self.maxsize is not None and len(self.cache) > self.maxsize:
+                    self.cache.popitem(last=False)  # type: ignore[call-arg]
+            return value
+        finally:
+            with self.lock:
+                if self.pending.get(key, (None, 0))[0] is event:
+                    del self.pending[key]
+            event.set()
+

@@ -1,0 +1,178 @@
+"""Fingerprints: Merkle digests over a dependency graph, and their differences.
+
+Contract: pure functions of a :class:`~flydeps.graph.DepGraph` (``transitive_digests``)
+plus :class:`Fingerprint`, which keeps the live roots and bindings of a runtime
+discovery so it can hand out a :class:`~flydeps.guard.Guard` and be recomputed. A
+node's transitive digest covers its own digest and, for every out-edge, the edge kind,
+the name used and the child's transitive digest, in a canonical order, so two front-ends
+that find the same graph in a different order agree. Cycles are digested per strongly
+connected component. Nothing here reads files or the clock; ids and digests only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from blake3 import blake3
+
+from .discover import Discovery, discover_roots
+from .errors import DiscoveryError
+from .graph import DepGraph, NodeKind
+
+__all__ = ["Fingerprint", "NodeDiff", "fingerprint", "fingerprint_roots", "transitive_digests"]
+
+
+def _h(*parts: str) -> str:
+    return blake3("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _sccs(graph: DepGraph) -> list[list[str]]:
+    """Strongly connected components in reverse topological order (children first).
+
+    Iterative Tarjan: no recursion, so a chain of thousands of helpers is fine."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for start in graph.nodes:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            succ = graph.successors(node)
+            if i < len(succ):
+                work.append((node, i + 1))
+                child = succ[i].dst
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return out
+
+
+def transitive_digests(graph: DepGraph) -> Mapping[str, str]:
+    """Every node's transitive (Merkle) digest, hex."""
+    result: dict[str, str] = {}
+    for component in _sccs(graph):
+        members = set(component)
+        cyclic = len(component) > 1 or any(e.dst in members for e in graph.successors(component[0]))
+        if not cyclic:
+            nid = component[0]
+            parts = sorted(f"{e.kind.value}:{e.label}:{result[e.dst]}" for e in graph.successors(nid))
+            result[nid] = _h("node", graph.nodes[nid].digest, *parts)
+            continue
+        lines = []
+        for nid in sorted(component):
+            outs = sorted(
+                f"{e.kind.value}:{e.label}:" + (f"@{e.dst}" if e.dst in members else result[e.dst])
+                for e in graph.successors(nid)
+            )
+            lines.append(_h(nid, graph.nodes[nid].digest, *outs))
+        scc = _h("scc", *lines)
+        for nid in component:
+            result[nid] = _h("member", scc, nid)
+    return MappingProxyType(result)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDiff:
+    """One node whose own digest differs between two graphs (``status``: changed/added/removed)."""
+
+    node: str
+    kind: NodeKind
+    status: str
+    old: str = ""
+    new: str = ""
+
+    def __str__(self) -> str:
+        what = {NodeKind.GLOBAL: "global", NodeKind.EXTERNAL: "library"}.get(self.kind, "helper")
+        if self.status == "changed" and self.kind in (NodeKind.GLOBAL, NodeKind.EXTERNAL) and self.old != self.new:
+            return f"{what} {self.node} changed: {self.old} -> {self.new}"
+        return f"{what} {self.node} {self.status}"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The digest of an object and everything it reaches, with the graph behind it.
+
+    ``digest`` is stable across processes and machines (same Python and library
+    versions). ``node_digests`` maps node ids to transitive digests.
+    """
+
+    digest: str
+    graph: DepGraph
+    node_digests: Mapping[str, str] = field(repr=False)
+    _discovery: Discovery | None = field(default=None, repr=False, compare=False)
+    _roots: tuple[tuple[object, type | None, str], ...] = field(default=(), repr=False, compare=False)
+
+    def guard(self) -> "Guard":
+        """A guard over the live bindings this fingerprint was computed from."""
+        from .guard import Guard
+
+        if self._discovery is None:
+            raise DiscoveryError("this fingerprint was built from files, not live objects: it has no guard")
+        return Guard(self._discovery)
+
+    def refresh(self) -> "Fingerprint":
+        """Recompute from the same live roots (what they reach *now*)."""
+        if not self._roots:
+            raise DiscoveryError("this fingerprint has no live roots to recompute from")
+        return fingerprint_roots(self._roots)
+
+    def diff(self, other: "Fingerprint") -> tuple[NodeDiff, ...]:
+        """Nodes whose own digest differs, ``self`` being the newer state."""
+        new, old = self.graph.nodes, other.graph.nodes
+        out = [
+            NodeDiff(nid, node.kind, "changed", old[nid].detail, node.detail)
+            for nid, node in new.items()
+            if nid in old and old[nid].digest != node.digest
+        ]
+        out += [NodeDiff(nid, node.kind, "added", "", node.detail) for nid, node in new.items() if nid not in old]
+        out += [NodeDiff(nid, node.kind, "removed", node.detail) for nid, node in old.items() if nid not in new]
+        return tuple(out)
+
+    def explain(self, other: "Fingerprint") -> tuple[str, ...]:
+        """Human reasons why ``self`` differs from ``other`` (empty when digests agree)."""
+        if self.digest == other.digest:
+            return ()
+        reasons = tuple(str(d) for d in self.diff(other))
+        return reasons or ("the dependency structure changed (same nodes, different edges)",)
+
+
+def fingerprint(obj: object, *, owner: type | None = None) -> Fingerprint:
+    """Fingerprint ``obj``: discover what it depends on and digest it (see :func:`discover`)."""
+    if obj is None:
+        raise DiscoveryError("cannot fingerprint None: pass the function, method, class or callable to analyse")
+    return fingerprint_roots(((obj, owner, "root"),))
+
+
+def fingerprint_roots(roots: Sequence[tuple[object, type | None, str]]) -> Fingerprint:
+    """Fingerprint several live roots together: ``(object, owner, hint id)`` each."""
+    roots = tuple(roots)
+    found = discover_roots(roots)
+    digests = transitive_digests(found.graph)
+    digest = _h("roots", *(digests[r] for r in found.graph.roots))
+    return Fingerprint(digest, found.graph, digests, found, roots)
