@@ -45,8 +45,10 @@ class MutableWatch:
     """A mutable container seen by a snapshot and the identities of its items then.
 
     ``items`` is the flat tuple of keys and values (dict, instance ``__dict__``), the
-    elements (list, bytearray as bytes) or a frozenset (set). :meth:`unchanged` compares
-    by identity only.
+    elements (list, set in iteration order) or the bytes (bytearray). :meth:`unchanged`
+    compares by identity only, never hashing or comparing user objects; a set whose
+    iteration order changed without a change of content reads as changed, which costs a
+    digest recomputation, never a wrong answer.
     """
 
     container: object
@@ -60,7 +62,7 @@ class MutableWatch:
         elif t is list:
             now = tuple(c)  # type: ignore[call-overload]
         elif t is set:
-            return len(c) == len(self.items) and frozenset(c) == self.items  # type: ignore[arg-type]
+            now = tuple(c)  # type: ignore[call-overload]  # identity only: hashing would run user code
         elif t is bytearray:
             return bytes(c) == self.items  # type: ignore[call-overload]
         else:
@@ -132,7 +134,7 @@ class _Walker:
             return t.__name__.encode() + b"(" + b",".join(parts) + b")"
         if t is set or t is frozenset:
             if t is set:
-                self.mutables.append(MutableWatch(value, frozenset(value)))  # type: ignore[arg-type]
+                self.mutables.append(MutableWatch(value, tuple(value)))  # type: ignore[arg-type]
             parts = sorted(self.encode(v, depth + 1) for v in value)  # type: ignore[attr-defined]
             return t.__name__.encode() + b"{" + b",".join(parts) + b"}"
         if t is dict:

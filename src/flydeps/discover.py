@@ -195,16 +195,20 @@ class _Walker:
 
     # -- functions -------------------------------------------------------------------
     def _visit_function(self, fn: FunctionType, owner: type | None) -> str:
-        module = fn.__module__ if isinstance(fn.__module__, str) else fn.__globals__.get("__name__", "?")
-        if _origin.is_external_module(module):
-            return self.external(f"{module}.{fn.__qualname__}")
-        defining = _defining_class(fn)
-        owner_id = node_id(_module_of(owner), owner.__qualname__) if owner is not None else None
-        defining_id = node_id(_module_of(defining), defining.__qualname__) if defining is not None else None
-        nid = node_id(module, fn.__qualname__, owner_id if owner_id != defining_id else None)
         code = fn.__code__
         rewrite = _REWRITES.get(fn)
         digest_code = rewrite[1] if rewrite is not None and rewrite[0] is code else code
+        # Identity comes from where the code was defined: functools.wraps copies
+        # __module__/__qualname__ onto wrappers, the globals and the code keep the truth.
+        module = fn.__globals__.get("__name__", None) if isinstance(fn.__globals__, dict) else None
+        module = module if isinstance(module, str) else _module_of(fn)
+        if _origin.is_external_module(module):
+            return self.external(f"{module}.{fn.__qualname__}")
+        qualname = _function_qualname(fn, digest_code)
+        defining = _defining_class(fn, qualname)
+        owner_id = node_id(_module_of(owner), owner.__qualname__) if owner is not None else None
+        defining_id = node_id(_module_of(defining), defining.__qualname__) if defining is not None else None
+        nid = node_id(module, qualname, owner_id if owner_id != defining_id else None)
         kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
         node = Node(nid, kind, code_digest(digest_code), location=_location(digest_code))
         # A nested function first seen as a code constant of its factory is upgraded here:
@@ -316,7 +320,7 @@ class _Walker:
 
     def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
         attr = ref.attrs[0]
-        label = f"self.{attr}"
+        label = f"{ref.name}.{attr}"
         if owner is None:
             self.edge(nid, self.unresolved(nid, label, "no owner class to resolve self on"), EdgeKind.METHOD, label)
             return
@@ -463,9 +467,20 @@ def _instance_members(value: object) -> list[tuple[str, object]] | None:
     return members
 
 
-def _defining_class(fn: FunctionType) -> type | None:
+def _function_qualname(fn: FunctionType, code: CodeType) -> str:
+    """The qualified name of the definition (``co_qualname`` on 3.11+)."""
+    qualname = getattr(code, "co_qualname", None)
+    if qualname is not None:
+        return qualname
+    qualname = fn.__qualname__ if isinstance(fn.__qualname__, str) else code.co_name
+    if "__wrapped__" in fn.__dict__ and code.co_name != qualname.rpartition(".")[2]:
+        qualname = f"{qualname}.<wrapper {code.co_name}>"  # 3.10: keep wrappers apart
+    return qualname
+
+
+def _defining_class(fn: FunctionType, qualname: str) -> type | None:
     """The class a function was defined in, found through its qualname (``A.B.f``)."""
-    parts = fn.__qualname__.split(".")
+    parts = qualname.split(".")
     if len(parts) < 2 or "<locals>" in parts:
         return None
     obj: object = fn.__globals__.get(parts[0], MISSING)

@@ -34,17 +34,32 @@ _DRIFT_POLICIES = ("rebuild", "raise", "warn")
 _KWD_MARK = object()
 
 
-class _Entry:
-    __slots__ = ("value", "fingerprint", "check")
+class _Entry(tuple):
+    """``(check, value, fingerprint)``: a tuple so the hit path reads it by index."""
 
-    def __init__(self, value: object, fp: Fingerprint) -> None:
-        self.value = value
-        self.fingerprint = fp
-        self.check = fp.guard().check
+    __slots__ = ()
+
+    def __new__(cls, value: object, fp: Fingerprint) -> "_Entry":
+        return tuple.__new__(cls, (fp.guard().check, value, fp))
+
+    @property
+    def value(self) -> object:
+        return self[1]
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self[2]
+
+
+_FAST_TYPES = frozenset({int, str})
 
 
 def _plain_key(args: tuple, kwds: dict) -> object:
-    return args if not kwds else (args, _KWD_MARK, *kwds.items())
+    """lru_cache's untyped key: a lone ``int``/``str`` argument is its own key (so f(1),
+    f(1.0) and f(True) stay three entries, exactly as with ``functools.lru_cache``)."""
+    if kwds:
+        return (args, _KWD_MARK, *kwds.items())
+    return args[0] if len(args) == 1 and type(args[0]) in _FAST_TYPES else args
 
 
 def _typed_key(args: tuple, kwds: dict) -> object:
@@ -90,31 +105,32 @@ class _FactoryCache:
         self.name = getattr(func, "__qualname__", repr(func))
         self.root_id = f"{getattr(func, '__module__', '?')}:{self.name}"
         self.cache: dict[object, _Entry] = OrderedDict() if maxsize is not None else {}
-        self.hits = self.misses = 0
+        self.stats = [0, 0]  # hits, misses
         self.lock = threading.RLock()
         self.pending: dict[object, tuple[threading.Event, int]] = {}
         self.wrapper = self._make_wrapper()
 
     def _make_wrapper(self) -> Callable[..., Any]:
+        # Built for the hit path: the untyped positional key is the args tuple itself, the
+        # entry is read by index, counters live in a list cell. lru_cache's own hit costs
+        # ~70 ns, so every avoided attribute lookup counts (benchmarks/bench_factory.py).
         make_key = _typed_key if self.typed else _plain_key
-        cache_get = self.cache.get
-        slow = self._slow
-        state = self
+        typed, cache_get, slow, stats, func = self.typed, self.cache.get, self._slow, self.stats, self.func
 
         if self.maxsize == 0:
 
             def wrapper(*args: Any, **kwds: Any) -> Any:
-                state.misses += 1
-                return state.func(*args, **kwds)
+                stats[1] += 1
+                return func(*args, **kwds)
 
         elif self.maxsize is None:
 
             def wrapper(*args: Any, **kwds: Any) -> Any:
                 key = make_key(args, kwds)
                 entry = cache_get(key)
-                if entry is not None and entry.check():
-                    state.hits += 1
-                    return entry.value
+                if entry is not None and entry[0]():
+                    stats[0] += 1
+                    return entry[1]
                 return slow(key, entry, args, kwds)
 
         else:
@@ -123,13 +139,13 @@ class _FactoryCache:
             def wrapper(*args: Any, **kwds: Any) -> Any:
                 key = make_key(args, kwds)
                 entry = cache_get(key)
-                if entry is not None and entry.check():
-                    state.hits += 1
+                if entry is not None and entry[0]():
+                    stats[0] += 1
                     move_to_end(key)
-                    return entry.value
+                    return entry[1]
                 return slow(key, entry, args, kwds)
 
-        functools.update_wrapper(wrapper, self.func)
+        functools.update_wrapper(wrapper, func)
         wrapper.cache_info = self.cache_info  # type: ignore[attr-defined]
         wrapper.cache_clear = self.cache_clear  # type: ignore[attr-defined]
         wrapper.cache_parameters = self.cache_parameters  # type: ignore[attr-defined]
@@ -137,12 +153,13 @@ class _FactoryCache:
 
     # -- lru_cache API ---------------------------------------------------------------
     def cache_info(self) -> functools._CacheInfo:  # type: ignore[name-defined]
-        return functools._CacheInfo(self.hits, self.misses, self.maxsize, len(self.cache))  # type: ignore[attr-defined]
+        hits, misses = self.stats
+        return functools._CacheInfo(hits, misses, self.maxsize, len(self.cache))  # type: ignore[attr-defined]
 
     def cache_clear(self) -> None:
         with self.lock:
             self.cache.clear()
-            self.hits = self.misses = 0
+            self.stats[:] = [0, 0]
 
     def cache_parameters(self) -> dict[str, Any]:
         return {"maxsize": self.maxsize, "typed": self.typed}
@@ -150,7 +167,7 @@ class _FactoryCache:
     # -- slow path -------------------------------------------------------------------
     def _slow(self, key: object, entry: _Entry | None, args: tuple, kwds: dict) -> Any:
         if entry is not None and self._revalidate(key, entry):
-            self.hits += 1
+            self.stats[0] += 1
             return entry.value
         return self._build(key, args, kwds)
 
@@ -183,13 +200,26 @@ class _FactoryCache:
             if self.cache.get(key) is entry:
                 self.cache[key] = replacement
 
+    def _adopt_build_writes(self, valid_before: list[tuple[object, _Entry]]) -> None:
+        """Values are baselined when a build finishes: data that this build wrote (a
+        registry or build log the factory appends to) must not make the other entries
+        stale. Entries valid before the build whose guards now fail on data only are
+        re-baselined; a code change is never adopted."""
+        for key, entry in valid_before:
+            if entry[0]():
+                continue
+            fresh = entry.fingerprint.refresh()
+            diffs = fresh.diff(entry.fingerprint)
+            if all(d.kind is NodeKind.GLOBAL for d in diffs):
+                self._rebaseline(key, entry, fresh)
+
     def _build(self, key: object, args: tuple, kwds: dict) -> Any:
         me = threading.get_ident()
         while True:
             with self.lock:
                 entry = self.cache.get(key)
-                if entry is not None and entry.check():
-                    self.hits += 1
+                if entry is not None and entry[0]():
+                    self.stats[0] += 1
                     return entry.value
                 waiting = self.pending.get(key)
                 if waiting is None or waiting[1] == me:  # nobody building, or a recursive call
@@ -199,13 +229,15 @@ class _FactoryCache:
             waiting[0].wait()
         try:
             with self.lock:
-                self.misses += 1
+                self.stats[1] += 1
+                valid_before = [(k, e) for k, e in self.cache.items() if k != key and e[0]()]
             value = self.func(*args, **kwds)
             fp = fingerprint_roots(((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
             with self.lock:
                 self.cache[key] = _Entry(value, fp)
                 if self.maxsize is not None and len(self.cache) > self.maxsize:
                     self.cache.popitem(last=False)  # type: ignore[call-arg]
+            self._adopt_build_writes(valid_before)
             return value
         finally:
             with self.lock:

@@ -21,10 +21,9 @@ and compare digests, and re-baseline with a new guard when they agree.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, is_, itemgetter
+from operator import is_, itemgetter
 from types import FunctionType, MethodType, ModuleType
 
 from . import _audit, _watch
@@ -34,8 +33,6 @@ from .discover import Discovery
 
 __all__ = ["Change", "ChangeKind", "Guard"]
 
-_cell_contents = attrgetter("cell_contents")
-_dict_get = dict.get
 # Values whose == is identity or a C-level comparison that never runs user code.
 # Numbers are left out: 1 == True == 1.0 would hide a rebinding that changes the value's type.
 _SAFE_EQ = (FunctionType, MethodType, ModuleType, type(len), str, bytes)
@@ -67,61 +64,21 @@ class Change:
 
 
 class Guard:
-    """Identity checks over the live bindings of one fingerprint (see module docstring)."""
+    """Identity checks over the live bindings of one fingerprint (see module docstring).
 
-    __slots__ = ("_bindings", "_mutables", "_groups", "_gets", "_cells", "_funcs", "_gen", "_watched", "_version")
+    ``guard.check()`` -> bool is the hot path: a function generated for this guard's
+    bindings, so it runs only the checks that exist (no loops over empty tables, no
+    flag tests, no attribute lookups on the guard)."""
+
+    __slots__ = ("_bindings", "_mutables", "_state", "check")
 
     def __init__(self, discovery: Discovery) -> None:
         self._bindings: tuple[Binding, ...] = _dedupe(discovery.bindings)
         self._mutables: tuple[tuple[str, MutableWatch], ...] = discovery.mutables
-        namespaced = [b for b in self._bindings if b.kind is BindingKind.DICT]
-        self._groups = _group_namespaces(namespaced)
-        slow = [b for b in namespaced if b.expected is MISSING or not isinstance(b.expected, _SAFE_EQ)]
-        self._gets = (
-            tuple(b.container for b in slow),
-            tuple(b.key for b in slow),
-            tuple(b.expected for b in slow),
-        )
-        cells = [b for b in self._bindings if b.kind is BindingKind.CELL]
-        self._cells = (tuple(b.container for b in cells), tuple(b.expected for b in cells))
-        funcs = [b for b in self._bindings if b.kind is BindingKind.ATTR]
-        self._funcs = (tuple(b.container for b in funcs), tuple(b.key for b in funcs), tuple(b.expected for b in funcs))
-        self._watched = _watch_all(namespaced)
         _audit.install()
-        self._gen = _audit.generation()
-        self._version = _watch.version()
-
-    # -- the hot path ------------------------------------------------------------------
-    def check(self) -> bool:
-        """True when every binding still holds (identity checks; see module docstring)."""
-        try:
-            version = _watch.version()
-            if version != self._version or not self._watched:
-                if not self._check_namespaces():
-                    return False
-                self._version = version
-            generation = _audit.generation()
-            if generation != self._gen or not _audit.ENABLED:
-                objs, names, expected = self._funcs
-                if not all(map(is_, map(getattr, objs, names), expected)):
-                    return False
-                self._gen = generation
-            cells, expected = self._cells
-            if cells and not all(map(is_, map(_cell_contents, cells), expected)):
-                return False
-        except (KeyError, ValueError):  # a name was deleted, a cell emptied
-            return False
-        for _, watch in self._mutables:
-            if not watch.unchanged():
-                return False
-        return True
-
-    def _check_namespaces(self) -> bool:
-        for getter, namespace, expected in self._groups:
-            if getter(namespace) != expected:
-                return False
-        containers, keys, expected = self._gets
-        return not containers or all(map(is_, map(_dict_get, containers, keys, repeat(MISSING)), expected))
+        # [watch version, audit generation] as last seen valid; re-baselined by check()
+        self._state = [_watch.version(), _audit.generation()]
+        self.check = _compile_check(self._bindings, self._mutables, self._state)
 
     # -- explanations (slow path) ----------------------------------------------------
     def changes(self) -> tuple[Change, ...]:
@@ -138,6 +95,86 @@ class Guard:
 
     def __repr__(self) -> str:
         return f"<Guard {len(self._bindings)} bindings, {len(self._mutables)} mutable values>"
+
+
+def _compile_check(
+    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]], state: list[int]
+) -> Callable[[], bool]:
+    """Generate the hot-path check for these bindings (see :class:`Guard`)."""
+    namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
+    funcs = [b for b in bindings if b.kind is BindingKind.ATTR]
+    cells = [b for b in bindings if b.kind is BindingKind.CELL]
+    env: dict[str, object] = {
+        "version": _watch.version,
+        "gen": _audit._GEN,
+        "state": state,
+        "functions": _function_check(funcs),
+        "mutables": tuple(w for _, w in mutables),
+    }
+    lines = ["def check():", "    try:"]
+    ns_lines = _namespace_lines(namespaced, env)
+    if ns_lines and _watch_all(namespaced):
+        lines += ["        v = version()", "        if v != state[0]:"]
+        lines += ["    " + line for line in ns_lines] + ["            state[0] = v"]
+    else:
+        lines += ns_lines
+    if funcs:
+        if _audit.ENABLED:
+            lines += [
+                "        g = gen[0]",
+                "        if g != state[1]:",
+                "            if not functions():",
+                "                return False",
+                "            state[1] = g",
+            ]
+        else:
+            lines += ["        if not functions():", "            return False"]
+    terms = []
+    for n, b in enumerate(cells):
+        env[f"c{n}"], env[f"e{n}"] = b.container, b.expected
+        terms.append(f"c{n}.cell_contents is e{n}")
+    if mutables:
+        terms.append("all([w.unchanged() for w in mutables])")
+    lines.append(f"        return {' and '.join(terms) or 'True'}")
+    lines += ["    except (KeyError, ValueError):  # a name was deleted, a cell emptied", "        return False"]
+    namespace: dict[str, object] = {}
+    exec(compile("\n".join(lines), "<flydeps guard>", "exec"), env, namespace)  # noqa: S102 - generated from ids only
+    return namespace["check"]  # type: ignore[return-value]
+
+
+def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:
+    """Unrolled namespace checks: one ``itemgetter`` per namespace with many names bound
+    to safely comparable values, single subscripts (``ns[key] is expected``) otherwise."""
+    lines: list[str] = []
+    groups = [g for g in _group_namespaces(bindings) if _group_size(g) >= 4]
+    grouped = {id(g[1]) for g in groups}
+    for n, (getter, namespace, expected) in enumerate(groups):
+        env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
+        lines += [f"        if ig{n}(gns{n}) != gex{n}:", "            return False"]
+    for n, b in enumerate(bindings):
+        if id(b.container) in grouped and b.expected is not MISSING and isinstance(b.expected, _SAFE_EQ):
+            continue
+        env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
+        if b.expected is MISSING:
+            lines += [f"        if k{n} in ns{n}:", "            return False"]
+        else:
+            lines += [f"        if ns{n}[k{n}] is not x{n}:", "            return False"]
+    return lines
+
+
+def _group_size(group: tuple[itemgetter, dict, object]) -> int:
+    return len(group[2]) if type(group[2]) is tuple else 1
+
+
+def _function_check(bindings: Sequence[Binding]) -> Callable[[], bool]:
+    objs = tuple(b.container for b in bindings)
+    names = tuple(b.key for b in bindings)
+    expected = tuple(b.expected for b in bindings)
+
+    def functions() -> bool:
+        return all(map(is_, map(getattr, objs, names), expected))
+
+    return functions
 
 
 def _dedupe(bindings: Sequence[Binding]) -> tuple[Binding, ...]:

@@ -1,0 +1,96 @@
+"""Fingerprints: stability, Merkle propagation, explanations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import flydeps
+from flydeps import NodeKind
+
+
+def test_digest_propagates_from_deep_helpers(pkg) -> None:
+    pkg.write("deep", "def leaf(x):\n    return x + 1\n")
+    pkg.write("mid", f"from {pkg.name} import deep\ndef mid(x):\n    return deep.leaf(x)\n")
+    pkg.write("top", f"from {pkg.name} import mid\ndef top(x):\n    return mid.mid(x)\n")
+    top = pkg.load("top")
+    before = flydeps.fingerprint(top.top)
+    pkg.edit("deep", "x + 1", "x + 2")
+    after = flydeps.fingerprint(top.top)
+    assert before.digest != after.digest
+    assert after.explain(before) == (f"helper {pkg.name}.deep:leaf changed",)
+
+
+def test_comment_only_edit_keeps_digest(pkg) -> None:
+    pkg.write("deep", "def leaf(x):\n    return x + 1\n")
+    pkg.write("top", f"from {pkg.name} import deep\ndef top(x):\n    return deep.leaf(x)\n")
+    top = pkg.load("top")
+    before = flydeps.fingerprint(top.top)
+    pkg.edit("deep", "def leaf(x):", "# a comment\n\n\ndef leaf(x):\n    '''Docs.'''")
+    assert flydeps.fingerprint(top.top).digest == before.digest
+
+
+def test_value_change_is_explained_with_old_and_new(pkg) -> None:
+    pkg.write("m", "BLOCK = 128\ndef k(x):\n    return x * BLOCK\n")
+    m = pkg.load("m")
+    before = flydeps.fingerprint(m.k)
+    m.BLOCK = 256
+    after = flydeps.fingerprint(m.k)
+    (diff,) = after.diff(before)
+    assert diff.kind is NodeKind.GLOBAL and (diff.old, diff.new) == ("128", "256")
+    assert str(diff) == f"global {pkg.name}.m:BLOCK changed: 128 -> 256"
+
+
+def test_owner_changes_the_fingerprint(pkg) -> None:
+    pkg.write(
+        "m",
+        "class A:\n    def h(self):\n        return 1\n    def run(self):\n        return self.h()\n"
+        "class B(A):\n    def h(self):\n        return 2\n",
+    )
+    m = pkg.load("m")
+    assert flydeps.fingerprint(m.A.run, owner=m.A).digest != flydeps.fingerprint(m.A.run, owner=m.B).digest
+
+
+def test_cycles_have_stable_digests(pkg) -> None:
+    pkg.write("m", "def a(n):\n    return n and b(n - 1)\ndef b(n):\n    return n and a(n - 1)\n")
+    m = pkg.load("m")
+    d1 = flydeps.fingerprint(m.a).digest
+    assert flydeps.fingerprint(m.a).digest == d1
+    pkg.edit("m", "b(n - 1)", "b(n - 2)")
+    assert flydeps.fingerprint(m.a).digest != d1
+
+
+def test_transitive_digests_are_order_independent(pkg) -> None:
+    pkg.write("m", "def x():\n    return 1\ndef y():\n    return 2\ndef k():\n    return x() + y()\n")
+    m = pkg.load("m")
+    fp = flydeps.fingerprint(m.k)
+    reversed_graph = flydeps.DepGraph(fp.graph.roots, fp.graph.nodes, tuple(reversed(fp.graph.edges)))
+    assert flydeps.transitive_digests(reversed_graph) == dict(fp.node_digests)
+
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import flydeps
+from {name} import top
+print(flydeps.fingerprint(top.factory(3)).digest)
+"""
+
+
+def test_digest_equal_across_fresh_processes(pkg) -> None:
+    pkg.write("helpers", "SCALE = (1, 2.5, 'x')\ndef h(x):\n    return x * SCALE[0]\n")
+    pkg.write(
+        "top",
+        f"from {pkg.name} import helpers\n"
+        "def factory(n):\n    def kernel(x):\n        return helpers.h(x) + n\n    return kernel\n",
+    )
+    script = SCRIPT.format(root=str(pkg.root), name=pkg.name)
+    env = {"PYTHONHASHSEED": "random"}
+    outs = {
+        subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True, env=env).stdout
+        for _ in range(2)
+    }
+    assert len(outs) == 1
+    top = pkg.load("top")
+    assert outs == {flydeps.fingerprint(top.factory(3)).digest + "\n"}

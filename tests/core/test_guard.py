@@ -1,0 +1,139 @@
+"""Guards: every kind of rebinding is seen; nothing unrelated trips them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import flydeps
+from flydeps import ChangeKind
+
+
+MOD = """
+SCALE = 2
+TABLE = [1, 2, 3]
+BIG = list(range(100000))
+def helper(x, k=1, *, j=2):
+    return x * SCALE + k + j
+def unrelated():
+    return 0
+class Base:
+    def step(self, x):
+        return x
+    def run(self, x):
+        return self.step(x) + helper(x) + TABLE[0] + len(BIG)
+class Sub(Base):
+    pass
+def make(n):
+    def kernel(x):
+        return helper(x) + n
+    return kernel
+"""
+
+
+@pytest.fixture
+def mod(pkg):
+    pkg.write("m", MOD)
+    return pkg.load("m")
+
+
+def guard_of(obj, owner=None):
+    fp = flydeps.fingerprint(obj, owner=owner)
+    return fp, fp.guard()
+
+
+def test_fresh_guard_holds(mod) -> None:
+    _, guard = guard_of(mod.Sub.run, owner=mod.Sub)
+    assert guard.check() and guard.check()
+    assert guard.changes() == ()
+
+
+def test_global_rebinding(mod) -> None:
+    _, guard = guard_of(mod.make(3))
+    mod.helper = lambda x: x
+    assert not guard.check()
+    (change,) = [c for c in guard.changes() if c.name == "helper"]
+    assert change.kind is ChangeKind.CODE and not change.is_data
+
+
+def test_code_defaults_and_kwdefaults_swaps(mod) -> None:
+    for attr, value in (("__code__", mod.unrelated.__code__), ("__defaults__", (5,)), ("__kwdefaults__", {"j": 9})):
+        _, guard = guard_of(mod.helper)
+        old = getattr(mod.helper, attr)
+        setattr(mod.helper, attr, value)
+        try:
+            assert not guard.check(), attr
+            assert any(c.name == attr for c in guard.changes())
+        finally:
+            setattr(mod.helper, attr, old)
+        assert guard.check(), f"restoring {attr} restores the guard"
+
+
+def test_closure_cell_change(mod) -> None:
+    kernel = mod.make(3)
+    _, guard = guard_of(kernel)
+    kernel.__closure__[0].cell_contents = 4  # n (cells are sorted by name: helper is global)
+    assert not guard.check()
+
+
+def test_class_attribute_rebinding_along_the_mro(mod) -> None:
+    _, guard = guard_of(mod.Base.run, owner=mod.Sub)
+    mod.Sub.step = lambda self, x: -x  # shadows Base.step for Sub only
+    assert not guard.check()
+    del mod.Sub.step
+    assert guard.check()
+    _, base_guard = guard_of(mod.Base.run, owner=mod.Base)
+    mod.Sub.step = lambda self, x: -x
+    assert base_guard.check(), "a Sub override does not concern Base"
+    del mod.Sub.step
+
+
+def test_small_container_mutated_in_place(mod) -> None:
+    _, guard = guard_of(mod.Base.run, owner=mod.Base)
+    mod.TABLE.append(4)
+    assert not guard.check()
+    assert any(c.kind is ChangeKind.VALUE and c.is_data for c in guard.changes())
+    mod.TABLE.pop()
+
+
+def test_oversized_container_only_rebinding_with_one_warning(mod, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="flydeps"):
+        _, guard = guard_of(mod.Base.run, owner=mod.Base)
+        guard_of(mod.Base.run, owner=mod.Base)
+    warnings = [r for r in caplog.records if "BIG" in r.getMessage()]
+    assert len(warnings) == 1 and "in-place" in warnings[0].getMessage()
+    mod.BIG.append(1)  # not detected: summarized by size only
+    assert guard.check()
+    mod.BIG = []
+    assert not guard.check()
+
+
+def test_reload_rebinds_everything(pkg, mod) -> None:
+    kernel = mod.make(3)
+    fp, guard = guard_of(kernel)
+    pkg.edit("m", "def unrelated():", "def unrelated():  # touched")
+    assert not guard.check(), "reload binds helper to a new function object"
+    assert flydeps.fingerprint(kernel).digest == fp.digest, "...with the same code"
+
+
+def test_unrelated_changes_do_not_trip(mod) -> None:
+    _, guard = guard_of(mod.make(3))
+    mod.unrelated = lambda: 1
+    mod.NEW_GLOBAL = 1
+    assert guard.check()
+
+
+def test_deleted_global(mod) -> None:
+    _, guard = guard_of(mod.make(3))
+    del mod.helper
+    assert not guard.check()
+    assert any(c.kind is ChangeKind.BINDING and c.new == "<missing>" for c in guard.changes())
+
+
+def test_name_appearing_in_module_shadows_builtin(mod, pkg) -> None:
+    pkg.write("b", "def kernel(x):\n    return len(x)\n")
+    b = pkg.load("b")
+    _, guard = guard_of(b.kernel)
+    b.len = lambda x: 0
+    assert not guard.check()
