@@ -64,7 +64,10 @@ def external_detail(top_level: str) -> str:
             except importlib.metadata.PackageNotFoundError:
                 parts.append(dist)
         return ",".join(parts)
-    return top_level
+    try:  # a distribution named like the package (3.10 cannot map packages without top_level.txt)
+        return f"{top_level}=={importlib.metadata.version(top_level)}"
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return top_level
 
 
 @functools.lru_cache(maxsize=4096)

@@ -188,9 +188,9 @@ class _Walker:
         if isinstance(obj, ModuleType):
             return self._visit_module(obj)
         if isinstance(obj, CodeType):
-            return self._visit_code_only(obj, {}, _module_of(obj), owner)
+            return self._visit_code_only(obj, {}, "?", owner, f"?:{qualname_of(obj)}")
         if callable(obj) and _is_c_callable(obj):
-            return self.external(f"{_module_of(obj)}.{_qualname(obj)}")
+            return self.external(f"{_c_module(obj)}.{_qualname(obj)}")
         return self._visit_value(obj, hint)
 
     # -- functions -------------------------------------------------------------------
@@ -246,8 +246,12 @@ class _Walker:
         self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<closure {name}>")
         self.edge(nid, self.visit(value, None, f"{nid}#closure.{name}"), EdgeKind.CLOSURE, name)
 
-    def _visit_code_only(self, code: CodeType, globals_: dict, module: str, owner: type | None) -> str:
-        nid = node_id(module, qualname_of(code))
+    def _visit_code_only(self, code: CodeType, globals_: dict, module: str, owner: type | None, parent: str) -> str:
+        if hasattr(code, "co_qualname"):
+            qualname = code.co_qualname
+        else:  # 3.10: a nested code object knows only its own name
+            qualname = f"{parent.partition(':')[2].partition('@')[0]}.<locals>.{code.co_name}"
+        nid = node_id(module, qualname)
         if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=_location(code)):
             self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
         return nid
@@ -271,7 +275,7 @@ class _Walker:
         module = globals_.get("__name__", "?") if isinstance(globals_, dict) else "?"
         for nested in nested_codes(code):
             if is_function_code(nested):
-                child = self._visit_code_only(nested, globals_, module, owner)
+                child = self._visit_code_only(nested, globals_, module, owner, nid)
                 self.edge(nid, child, EdgeKind.NESTED, nested.co_name)
 
     # -- name resolution -------------------------------------------------------------
@@ -431,6 +435,16 @@ def _is_member_code(value: object) -> bool:
 
 def _is_c_callable(obj: object) -> bool:
     return isinstance(obj, BuiltinFunctionType) or type(obj).__module__ == "builtins" and not isinstance(obj, type)
+
+
+def _c_module(obj: object) -> str:
+    """Module of a C callable: its own, its defining class's, or its bound object's type's."""
+    module = getattr(obj, "__module__", None)
+    if isinstance(module, str):
+        return module
+    owner = getattr(obj, "__objclass__", None) or type(getattr(obj, "__self__", None))
+    module = getattr(owner, "__module__", None)
+    return module if isinstance(module, str) else "builtins"
 
 
 def _is_external_type(cls: type) -> bool:

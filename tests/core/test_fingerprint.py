@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -86,7 +87,7 @@ def test_digest_equal_across_fresh_processes(pkg) -> None:
         "def factory(n):\n    def kernel(x):\n        return helpers.h(x) + n\n    return kernel\n",
     )
     script = SCRIPT.format(root=str(pkg.root), name=pkg.name)
-    env = {"PYTHONHASHSEED": "random"}
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
     outs = {
         subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True, env=env).stdout
         for _ in range(2)
