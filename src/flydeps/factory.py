@@ -178,7 +178,7 @@ class _FactoryCache:
             self._rebaseline(key, entry, fresh)
             return True
         diffs = fresh.diff(entry.fingerprint)
-        data_only = bool(diffs) and all(d.kind is NodeKind.GLOBAL for d in diffs)
+        data_only = bool(diffs) and all(d.kind is NodeKind.GLOBAL and d.status != "rebound" for d in diffs)
         reasons = "; ".join(str(d) for d in diffs) or "the dependency structure changed"
         if data_only and self.on_drift == "raise":
             first = diffs[0]
@@ -210,7 +210,7 @@ class _FactoryCache:
                 continue
             fresh = entry.fingerprint.refresh()
             diffs = fresh.diff(entry.fingerprint)
-            if all(d.kind is NodeKind.GLOBAL for d in diffs):
+            if all(d.kind is NodeKind.GLOBAL and d.status != "rebound" for d in diffs):
                 self._rebaseline(key, entry, fresh)
 
     def _build(self, key: object, args: tuple, kwds: dict) -> Any:

@@ -99,7 +99,9 @@ def transitive_digests(graph: DepGraph) -> Mapping[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class NodeDiff:
-    """One node whose own digest differs between two graphs (``status``: changed/added/removed)."""
+    """One difference between two graphs. ``status`` is ``changed`` (own digest differs),
+    ``added``/``removed``, or ``rebound``: the name ``node`` now resolves to another node
+    (``old``/``new`` are then node ids)."""
 
     node: str
     kind: NodeKind
@@ -108,6 +110,8 @@ class NodeDiff:
     new: str = ""
 
     def __str__(self) -> str:
+        if self.status == "rebound":
+            return f"{self.node} now resolves to {self.new} (was {self.old})"
         what = {NodeKind.GLOBAL: "global", NodeKind.EXTERNAL: "library"}.get(self.kind, "helper")
         if self.status == "changed" and self.kind in (NodeKind.GLOBAL, NodeKind.EXTERNAL) and self.old != self.new:
             return f"{what} {self.node} changed: {self.old} -> {self.new}"
@@ -145,7 +149,8 @@ class Fingerprint:
     def diff(self, other: "Fingerprint") -> tuple[NodeDiff, ...]:
         """Nodes whose own digest differs, ``self`` being the newer state."""
         new, old = self.graph.nodes, other.graph.nodes
-        out = [
+        out = _rebound_edges(self.graph, other.graph)
+        out += [
             NodeDiff(nid, node.kind, "changed", old[nid].detail, node.detail)
             for nid, node in new.items()
             if nid in old and old[nid].digest != node.digest
@@ -160,6 +165,18 @@ class Fingerprint:
             return ()
         reasons = tuple(str(d) for d in self.diff(other))
         return reasons or ("the dependency structure changed (same nodes, different edges)",)
+
+
+def _rebound_edges(new: DepGraph, old: DepGraph) -> list[NodeDiff]:
+    """Names that now resolve to another node (``mem._load_q`` rebound to a new function)."""
+    before = {(e.src, e.kind, e.label): e.dst for e in old.edges}
+    out = []
+    for e in new.edges:
+        was = before.get((e.src, e.kind, e.label))
+        if was is not None and was != e.dst:
+            kind = new.nodes[e.dst].kind
+            out.append(NodeDiff(f"{e.label} (read by {e.src})", kind, "rebound", was, e.dst))
+    return out
 
 
 def fingerprint(obj: object, *, owner: type | None = None) -> Fingerprint:

@@ -1,0 +1,155 @@
+"""``flydeps diff``: which factories/kernels changed between two git revisions, and why.
+
+Contract: reads revisions with ``git ls-tree`` / ``git cat-file --batch`` (one process for
+all blobs), never checks anything out and never touches the working tree; the second side
+is another revision or the working tree. Both sides go through the same static analysis;
+a root changed when its transitive digest differs, and the helpers that changed are the
+nodes under it whose own digest differs (or that appeared / disappeared).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..fingerprint import transitive_digests
+from ..graph import DepGraph
+from .analyze import Analysis, analyze
+from .project import Diagnostic, FileSystemTree
+
+__all__ = ["DiffResult", "GitError", "GitTree", "RootChange", "diff_revisions", "render_diff", "repo_root"]
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries git's own explanation."""
+
+
+def _git(args: Sequence[str], cwd: str, data: bytes | None = None) -> bytes:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
+    if done.returncode != 0:
+        raise GitError(f"git {' '.join(args)}: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+def repo_root(cwd: str = ".") -> str:
+    return _git(["rev-parse", "--show-toplevel"], cwd).decode().strip()
+
+
+class GitTree:
+    """The files of one revision, paths relative to the repository root."""
+
+    def __init__(self, repo: str, rev: str) -> None:
+        self.repo, self.rev = repo, rev
+        listing = _git(["ls-tree", "-r", "-z", "--name-only", rev], repo).decode("utf-8", "surrogateescape")
+        self.files = frozenset(p for p in listing.split("\0") if p)
+        dirs: set[str] = {"."}
+        for path in self.files:
+            parent = posixpath.dirname(path)
+            while parent and parent not in dirs:
+                dirs.add(parent)
+                parent = posixpath.dirname(parent)
+        self.dirs = frozenset(dirs)
+        self._blobs: dict[str, bytes] = {}
+
+    def read(self, path: str) -> bytes:
+        path = posixpath.normpath(path)
+        if path not in self.files:
+            raise FileNotFoundError(2, f"not in revision {self.rev}", path)
+        if path not in self._blobs:
+            self._prefetch([p for p in self.files if p.endswith(".py") and p not in self._blobs] or [path])
+        return self._blobs[path]
+
+    def _prefetch(self, paths: list[str]) -> None:
+        """All blobs through one ``git cat-file --batch`` process."""
+        request = "".join(f"{self.rev}:{p}\n" for p in paths).encode("utf-8", "surrogateescape")
+        out = _git(["cat-file", "--batch"], self.repo, request)
+        pos = 0
+        for path in paths:
+            header_end = out.index(b"\n", pos)
+            header = out[pos:header_end].split()
+            if len(header) < 3 or header[1] != b"blob":
+                pos = header_end + 1
+                continue
+            size = int(header[2])
+            self._blobs[path] = out[header_end + 1 : header_end + 1 + size]
+            pos = header_end + 1 + size + 1
+
+    def is_file(self, path: str) -> bool:
+        return posixpath.normpath(path) in self.files
+
+    def is_dir(self, path: str) -> bool:
+        return posixpath.normpath(path) in self.dirs
+
+    def python_files(self, directory: str) -> list[str]:
+        directory = posixpath.normpath(directory)
+        prefix = "" if directory == "." else directory + "/"
+        return sorted(p for p in self.files if p.endswith(".py") and p.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class RootChange:
+    """One root whose transitive digest differs; ``changed`` are (node id, what) pairs."""
+
+    root: str
+    status: str  # "changed", "added", "removed"
+    changed: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    changes: tuple[RootChange, ...]
+    unchanged: tuple[str, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    old: Analysis
+    new: Analysis
+
+
+def diff_revisions(repo: str, rev: str, rev2: str | None, paths: Sequence[str], *, use_cache: bool = True) -> DiffResult:
+    """Compare the roots under ``paths`` (repository-relative) between two revisions."""
+    old = analyze(paths, tree=GitTree(repo, rev), use_cache=use_cache)
+    new_tree = GitTree(repo, rev2) if rev2 else FileSystemTree(repo)
+    new = analyze(paths, tree=new_tree, use_cache=use_cache)
+    old_digests, new_digests = transitive_digests(old.graph), transitive_digests(new.graph)
+    changes, unchanged = [], []
+    for root in dict.fromkeys((*new.graph.roots, *old.graph.roots)):
+        if root not in old.graph.nodes:
+            changes.append(RootChange(root, "added", ()))
+        elif root not in new.graph.nodes:
+            changes.append(RootChange(root, "removed", ()))
+        elif old_digests[root] != new_digests[root]:
+            changes.append(RootChange(root, "changed", tuple(_changed_nodes(old.graph, new.graph, root))))
+        else:
+            unchanged.append(root)
+    diagnostics = tuple(sorted(set(old.diagnostics) | set(new.diagnostics)))
+    return DiffResult(tuple(changes), tuple(unchanged), diagnostics, old, new)
+
+
+def _changed_nodes(old: DepGraph, new: DepGraph, root: str) -> list[tuple[str, str]]:
+    before = set(old.reachable(root))
+    after = list(new.reachable(root))
+    out = []
+    for nid in after:
+        if nid not in before:
+            out.append((nid, "added"))
+        elif old.nodes[nid].digest != new.nodes[nid].digest:
+            out.append((nid, "changed"))
+    out.extend((nid, "removed") for nid in sorted(before - set(after)))
+    return out
+
+
+def render_diff(result: DiffResult) -> str:
+    """Human-readable diff report: each changed root, then the helpers that changed."""
+    lines = []
+    for change in result.changes:
+        lines.append(f"{change.status:8} {change.root}")
+        for nid, what in change.changed:
+            node = result.new.graph.nodes.get(nid) or result.old.graph.nodes.get(nid)
+            where = f"  {node.location}" if node is not None and node.location else ""
+            lines.append(f"    {what:8} {nid}{where}")
+    lines.append(f"{len(result.changes)} changed, {len(result.unchanged)} unchanged")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,461 @@
+"""Summary extraction: one file's bytes -> :class:`~flydeps.static.summary.FileSummary`.
+
+Contract: pure function of (bytes, Python version). Never imports or executes the file:
+``compile()`` builds an AST and code objects, nothing runs. Code objects give the
+function digests (``_bytecode.code_digest``, identical to the live function's) and the
+names each function reads with CPython's own scoping (``code_refs``: global / free /
+local); the AST gives what code objects cannot: what each scope *binds* (imports, defs,
+classes, literal values), decorators, class bases and ``__all__``.
+
+Why the stdlib ``ast`` and not libcst here: the digests need CPython's code objects, so the
+CPython parser runs on every file anyway; reusing its AST costs nothing extra, while a
+libcst parse on top would alone exceed the cold budget (see docs/static.md).
+
+Unknown statement types are ignored for users and raise under ``FLYDEPS_STRICT_AST=1``
+(set by the test-suite), so a new Python syntax fails the tests instead of silently
+losing bindings.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections import Counter
+from collections.abc import Iterator
+from types import CodeType
+
+from blake3 import blake3
+
+from .._bytecode import code_digest, code_refs, is_function_code, nested_codes
+from .summary import (
+    Binding,
+    ClassBinding,
+    ClassInfo,
+    CodeInfo,
+    DefBinding,
+    FileSummary,
+    ImportBinding,
+    LocalBinding,
+    ParamBinding,
+    Problem,
+    ValueBinding,
+)
+
+__all__ = ["extract", "failed_summary"]
+
+_CO_NEWLOCALS = 0x0002
+_TEXT_LIMIT = 80
+
+
+def extract(source: bytes, filename: str) -> FileSummary:
+    """Summarize ``source``; a syntax error gives a summary with one problem and no code."""
+    digest = blake3(source).hexdigest()
+    lines = source.count(b"\n") + 1
+    try:
+        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        module_code = compile(tree, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return failed_summary(digest, lines, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")
+    except ValueError as exc:  # 3.11: null bytes
+        return failed_summary(digest, lines, 1, f"cannot compile: {exc}")
+    except (RecursionError, MemoryError):
+        return failed_summary(digest, lines, 1, "nesting too deep for the Python compiler; simplify the file")
+    scopes = _ScopeBuilder()
+    scopes.module(tree)
+    codes = tuple(_code_infos(module_code, scopes))
+    return FileSummary(
+        content_digest=digest,
+        lines=lines,
+        scope=tuple(scopes.scopes[""].items()),
+        all_names=scopes.all_names,
+        star_imports=tuple(scopes.star_imports),
+        imports=tuple(scopes.imports),
+        classes=tuple(scopes.classes),
+        codes=codes,
+        problems=tuple(scopes.problems),
+    )
+
+
+def failed_summary(digest: str, lines: int, line: int, message: str) -> FileSummary:
+    """A summary standing for a file that could not be read; it binds nothing."""
+    return FileSummary(digest, lines, (), None, (), (), (), (), (Problem(line, message),))
+
+
+def _code_infos(module_code: CodeType, scopes: "_ScopeBuilder") -> Iterator[CodeInfo]:
+    """Every function code object in source order, with unique qualnames (``#2`` for repeats).
+
+    Walks all code objects (class bodies and comprehensions too, to keep the numbering of
+    repeated qualnames aligned with the AST walk) but yields only function codes, each
+    with the function codes directly inside it, as the runtime discovery sees them."""
+    counts: Counter[str] = Counter()
+    stack: list[tuple[CodeType, str, str, str]] = [(module_code, "", "", "")]
+    while stack:
+        code, qual, prefix, parent = stack.pop()
+        children: list[tuple[CodeType, str, str, str]] = []
+        inner_parent = qual if is_function_code(code) else parent
+        for child in nested_codes(code):
+            raw = getattr(child, "co_qualname", prefix + child.co_name)
+            counts[raw] += 1
+            unique = raw if counts[raw] == 1 else f"{raw}#{counts[raw]}"
+            sep = ".<locals>." if child.co_flags & _CO_NEWLOCALS else "."
+            children.append((child, unique, raw + sep, inner_parent))
+        if code is not module_code and is_function_code(code):
+            nested = [c[1] for c in children if is_function_code(c[0])]
+            yield _code_info(code, qual, parent, nested, scopes)
+        stack.extend(reversed(children))
+
+
+def _code_info(code: CodeType, qual: str, parent: str, nested: list[str], scopes: "_ScopeBuilder") -> CodeInfo:
+    refs = tuple((r.scope, r.name, r.attrs) for r in code_refs(code))
+    info = scopes.defs.get(qual)
+    if info is None:  # a lambda: no statement of its own
+        return CodeInfo(qual, parent, "lambda", code.co_firstlineno, code_digest(code), refs, tuple(nested), (), (), "", ())
+    return info._replace(parent=parent, digest=code_digest(code), refs=refs, nested=tuple(nested))
+
+
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain (a call's callee for ``a.b(...)``), else ''."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _strict() -> bool:
+    return os.environ.get("FLYDEPS_STRICT_AST") == "1"
+
+
+class _Scope:
+    """One lexical scope being filled: its qualname prefix and its name -> binding table."""
+
+    __slots__ = ("qual", "kind", "bindings", "in_try_handler", "data", "data_exact")
+
+    def __init__(self, qual: str, kind: str) -> None:
+        self.qual, self.kind = qual, kind
+        self.bindings: dict[str, Binding] = {}
+        self.in_try_handler = False
+        # Class scopes: the literal data the class dict will hold, as the runtime digests it.
+        self.data: dict[str, object] = {}
+        self.data_exact = True
+
+    def child_prefix(self) -> str:
+        if self.kind == "module":
+            return ""
+        return self.qual + (".<locals>." if self.kind == "function" else ".")
+
+    def bind(self, name: str, binding: Binding) -> None:
+        # A name bound in an ``except`` handler (``except ImportError: x = None``) is the
+        # fallback: the ``try`` body's binding is the one that normally holds.
+        if self.in_try_handler and name in self.bindings:
+            return
+        self.bindings[name] = binding
+
+
+class _ScopeBuilder:
+    """Walks statements (not expressions) and records what every scope binds."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[str, dict[str, Binding]] = {}
+        self.defs: dict[str, CodeInfo] = {}
+        self.classes: list[ClassInfo] = []
+        self.imports: list[ImportBinding] = []
+        self.star_imports: list[ImportBinding] = []
+        self.all_names: tuple[str, ...] | None = None
+        self.problems: list[Problem] = []
+        self._counts: Counter[str] = Counter()
+        self._parents: dict[str, str] = {}
+
+    def module(self, tree: ast.Module) -> None:
+        scope = _Scope("", "module")
+        self._body(tree.body, scope)
+        self.scopes[""] = scope.bindings
+
+    def parent_of(self, qual: str) -> str:
+        """Enclosing code of a lambda/comprehension: strip the last ``.<locals>.`` part."""
+        head, sep, _ = qual.rpartition(".<locals>.")
+        return head if sep else ""
+
+    def _unique(self, raw: str) -> str:
+        self._counts[raw] += 1
+        n = self._counts[raw]
+        return raw if n == 1 else f"{raw}#{n}"
+
+    def _body(self, body: list[ast.stmt], scope: _Scope) -> None:
+        for stmt in body:
+            handler = getattr(self, "_stmt_" + type(stmt).__name__, None)
+            if handler is not None:
+                handler(stmt, scope)
+            elif _strict() and type(stmt).__name__ not in _NO_BINDINGS:
+                raise NotImplementedError(f"flydeps.static: unhandled statement {type(stmt).__name__}")
+
+    # -- definitions ---------------------------------------------------------------------
+    def _stmt_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope) -> None:
+        qual = self._unique(scope.child_prefix() + node.name)
+        scope.bind(node.name, DefBinding(node.lineno, qual))
+        inner = _Scope(qual, "function")
+        positional, params = _params(node.args)
+        for name in params:
+            inner.bind(name, ParamBinding(node.lineno, name))
+        self._body(node.body, inner)
+        first = positional[0] if positional else ""
+        self.defs[qual] = CodeInfo(
+            qual, scope.qual, "method" if scope.kind == "class" else "function", node.lineno, "", (), (),
+            tuple(dotted(d) for d in node.decorator_list), tuple(_defaults(node.args, positional)),
+            first if first in ("self", "cls") else "", tuple(inner.bindings.items()),
+        )
+
+    _stmt_AsyncFunctionDef = _stmt_FunctionDef
+
+    def _stmt_ClassDef(self, node: ast.ClassDef, scope: _Scope) -> None:
+        qual = self._unique(scope.child_prefix() + node.name)
+        scope.bind(node.name, ClassBinding(node.lineno, qual))
+        inner = _Scope(qual, "class")
+        self._body(node.body, inner)
+        bases = tuple(dotted(b) for b in node.bases)
+        decorators = tuple(dotted(d) for d in node.decorator_list)
+        body = tuple(inner.bindings.items())
+        exact = inner.data_exact and not node.decorator_list and not node.keywords
+        exact = exact and all(isinstance(b, (DefBinding, ValueBinding)) for _, b in body)
+        data = {k: v for k, v in inner.data.items() if k != "__doc__"}
+        digest = _class_digest(qual, data) if exact else ""
+        self.classes.append(ClassInfo(qual, node.lineno, bases, decorators, body, digest))
+
+    # -- imports -------------------------------------------------------------------------
+    def _stmt_Import(self, node: ast.Import, scope: _Scope) -> None:
+        for alias in node.names:
+            bound = alias.name if alias.asname else alias.name.partition(".")[0]
+            binding = ImportBinding(node.lineno, alias.name, "", 0, bound)
+            self.imports.append(binding)
+            scope.bind(alias.asname or bound, binding)
+
+    def _stmt_ImportFrom(self, node: ast.ImportFrom, scope: _Scope) -> None:
+        module = node.module or ""
+        for alias in node.names:
+            binding = ImportBinding(node.lineno, module, alias.name, node.level, module)
+            self.imports.append(binding)
+            if alias.name == "*":
+                self.star_imports.append(binding)
+            else:
+                scope.bind(alias.asname or alias.name, binding)
+
+    # -- assignments ---------------------------------------------------------------------
+    def _stmt_Assign(self, node: ast.Assign, scope: _Scope) -> None:
+        for target in node.targets:
+            self._assign(target, node.value, scope)
+
+    def _stmt_AnnAssign(self, node: ast.AnnAssign, scope: _Scope) -> None:
+        if node.value is not None:
+            self._assign(node.target, node.value, scope)
+
+    def _stmt_AugAssign(self, node: ast.AugAssign, scope: _Scope) -> None:
+        if isinstance(node.target, ast.Name) and node.target.id == "__all__" and scope.kind == "module":
+            self.all_names = (self.all_names or ()) + _literal_names(node.value)
+        self._targets(node.target, scope, "augmented assignment")
+
+    def _assign(self, target: ast.expr, value: ast.expr, scope: _Scope) -> None:
+        if not isinstance(target, ast.Name):
+            self._targets(target, scope, "unpacking")
+            return
+        if target.id == "__all__" and scope.kind == "module":
+            self.all_names = _literal_names(value)
+        if scope.kind == "function":  # locals: only the fact of the binding and its text matter
+            scope.bind(target.id, ValueBinding(target.lineno, "", False, _text(value), ()))
+            return
+        binding = value_binding(value)
+        scope.bind(target.id, binding)
+        if scope.kind == "class":
+            if binding.literal:
+                scope.data[target.id] = ast.literal_eval(value)
+            else:
+                scope.data_exact = False
+
+    def _targets(self, target: ast.AST, scope: _Scope, how: str) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                scope.bind(node.id, LocalBinding(node.lineno, how))
+
+    # -- compound statements: same scope, nested bodies ------------------------------------
+    def _stmt_If(self, node: ast.If | ast.While, scope: _Scope) -> None:
+        self._body(node.body, scope)
+        self._body(node.orelse, scope)
+
+    _stmt_While = _stmt_If
+
+    def _stmt_For(self, node: ast.For | ast.AsyncFor, scope: _Scope) -> None:
+        self._targets(node.target, scope, "for loop")
+        self._stmt_If(node, scope)
+
+    _stmt_AsyncFor = _stmt_For
+
+    def _stmt_With(self, node: ast.With | ast.AsyncWith, scope: _Scope) -> None:
+        for item in node.items:
+            if item.optional_vars is not None:
+                self._targets(item.optional_vars, scope, "with statement")
+        self._body(node.body, scope)
+
+    _stmt_AsyncWith = _stmt_With
+
+    def _stmt_Try(self, node: ast.Try, scope: _Scope) -> None:
+        self._body(node.body, scope)
+        self._body(node.orelse, scope)
+        previous, scope.in_try_handler = scope.in_try_handler, True
+        for handler in node.handlers:
+            if handler.name:
+                scope.bind(handler.name, LocalBinding(handler.lineno, "except clause"))
+            self._body(handler.body, scope)
+        scope.in_try_handler = previous
+        self._body(node.finalbody, scope)
+
+    _stmt_TryStar = _stmt_Try
+
+    def _stmt_Match(self, node: ast.AST, scope: _Scope) -> None:
+        for case in getattr(node, "cases", ()):
+            self._targets(case.pattern, scope, "match pattern")
+            self._body(case.body, scope)
+
+
+# Statements that bind nothing (or bind through expressions we do not model: walrus).
+_NO_BINDINGS = frozenset(
+    {"Return", "Delete", "Raise", "Assert", "Global", "Nonlocal", "Expr", "Pass", "Break", "Continue", "TypeAlias"}
+)
+
+
+def _params(args: ast.arguments) -> tuple[list[str], list[str]]:
+    """(positional parameter names, all parameter names)."""
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    names = list(positional)
+    if args.vararg:
+        names.append(args.vararg.arg)
+    names.extend(a.arg for a in args.kwonlyargs)
+    if args.kwarg:
+        names.append(args.kwarg.arg)
+    return positional, names
+
+
+def _defaults(args: ast.arguments, positional: list[str]) -> Iterator[tuple[str, str, str]]:
+    """(parameter, kind, payload) of each default value; see ``CodeInfo.defaults``."""
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    for name, node in pairs:
+        ref = dotted(node) if not isinstance(node, ast.Call) else ""
+        if ref:
+            yield name, "ref", ref
+            continue
+        value = value_binding(node)
+        yield name, "value" if value.literal else "expr", value.digest
+
+
+def _literal_names(node: ast.expr) -> tuple[str, ...]:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return ()
+
+
+def _text(node: ast.expr) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= _TEXT_LIMIT else text[: _TEXT_LIMIT - 3] + "..."
+
+
+def value_binding(value: ast.expr) -> ValueBinding:
+    """A module- or class-level assignment: literal values get the runtime value digest."""
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        literal = _NOT_LITERAL
+    if literal is not _NOT_LITERAL:
+        digest = literal_digest(literal)
+        if digest is not None:
+            return ValueBinding(value.lineno, digest, True, _text(value), ())
+    dump = ast.dump(value, annotate_fields=False, include_attributes=False)
+    digest = blake3(b"flydeps-expr-v1:" + dump.encode()).hexdigest()
+    return ValueBinding(value.lineno, digest, False, _text(value), tuple(_value_refs(value)))
+
+
+_NOT_LITERAL = object()
+
+
+def _class_digest(qual: str, data: dict[str, object]) -> str:
+    """The runtime's class digest (``discover._visit_class``): qualname + data snapshot."""
+    digest = literal_digest(data)
+    if digest is None:
+        return ""
+    return blake3("\0".join(("class", qual.split("#")[0], digest)).encode()).hexdigest()
+
+
+def literal_digest(value: object) -> str | None:
+    """The runtime's value digest of a literal (``flydeps._values``), None if unavailable."""
+    try:
+        from .._values import value_digest
+    except ImportError:  # the runtime value snapshot is not built yet: fall back to expressions
+        return None
+    return value_digest(value)
+
+
+def _value_refs(node: ast.expr) -> Iterator[tuple[str, str]]:
+    """(label, dotted) reads of a module/class-level value; labels as in ``ValueBinding``."""
+    name = dotted(node) if not isinstance(node, ast.Call) else ""
+    if name:
+        yield "alias", name
+        return
+    if isinstance(node, ast.Call) and dotted(node.func).rpartition(".")[2] == "partial" and node.args:
+        yield "type", dotted(node.func)
+        first = dotted(node.args[0]) if not isinstance(node.args[0], ast.Call) else ""
+        if first:
+            yield "func", first
+        rest: list[ast.AST] = [*node.args[1:], *(k.value for k in node.keywords)]
+    elif isinstance(node, ast.Dict):
+        rest = []
+        for key, value in zip(node.keys, node.values):
+            label = _item_label(key)
+            ref = _element_ref(value) if label else ""
+            if ref:
+                yield label, ref
+            else:
+                rest.append(value)
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        rest = []
+        for index, value in enumerate(node.elts):
+            ref = _element_ref(value)
+            if ref:
+                yield f"[{index}]", ref
+            else:
+                rest.append(value)
+    else:
+        rest = [node]
+    for other in rest:
+        yield from (("", ref) for ref in _expr_refs(other))
+
+
+def _element_ref(node: ast.expr) -> str:
+    """A table entry: a dotted name, or ``<lambda>@LINE`` for a lambda written in place."""
+    if isinstance(node, ast.Lambda):
+        return f"<lambda>@{node.lineno}"
+    return dotted(node) if not isinstance(node, ast.Call) else ""
+
+
+def _item_label(key: ast.expr | None) -> str:
+    if isinstance(key, ast.Constant) and type(key.value) in (int, str):
+        return f"[{key.value!r}]"
+    return ""
+
+
+def _expr_refs(node: ast.AST) -> Iterator[str]:
+    """Dotted names an expression reads, outside lambdas and comprehensions (own code)."""
+    stack: list[ast.AST] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (ast.Name, ast.Attribute)):
+            name = dotted(current)
+            if name:
+                yield name
+                continue
+        if isinstance(current, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(current))))
+

@@ -1,0 +1,180 @@
+"""Project layout: where sources are read from, the roots, and module name <-> path.
+
+Contract: no parsing and no imports of user code. A :class:`SourceTree` reads bytes (the
+working tree on disk, or a git revision in :mod:`flydeps.static.diff`); a
+:class:`Project` maps module names to files under its roots the way ``sys.path`` would
+(first root wins; ``pkg/__init__.py`` or a namespace directory is a package). Roots are
+given (``--root``) or detected: the directory above the top-most package (the first
+parent without ``__init__.py``).
+
+Paths inside a tree are POSIX strings; a node's :class:`~flydeps.graph.Location` path is
+relative to its root so that digests and golden outputs never hold absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "Diagnostic",
+    "FileSystemTree",
+    "ModuleFile",
+    "Project",
+    "SourceTree",
+    "detect_root",
+    "resolve_relative",
+]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Diagnostic:
+    """A problem with one input, reported as ``path:line: message``; analysis goes on."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+class SourceTree(Protocol):
+    """Read-only access to source files by POSIX path."""
+
+    def read(self, path: str) -> bytes: ...
+
+    def is_file(self, path: str) -> bool: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def python_files(self, directory: str) -> list[str]: ...
+
+
+class FileSystemTree:
+    """Files on disk; paths are relative to ``base`` (default: the current directory)."""
+
+    def __init__(self, base: str = "") -> None:
+        self.base = base
+
+    def _real(self, path: str) -> str:
+        return os.path.join(self.base, path) if self.base else path
+
+    def read(self, path: str) -> bytes:
+        with open(self._real(path), "rb") as handle:
+            return handle.read()
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(self._real(path))
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(self._real(path))
+
+    def python_files(self, directory: str) -> list[str]:
+        found: list[str] = []
+        for base, dirs, files in os.walk(self._real(directory)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            rel = os.path.relpath(base, self.base) if self.base else base
+            found.extend(_norm(posixpath.join(rel, f)) for f in sorted(files) if f.endswith(".py"))
+        return sorted(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFile:
+    """A module found under a root: ``path`` is the tree path, ``location_path`` root-relative."""
+
+    name: str
+    path: str
+    root: str
+    is_package: bool
+
+    @property
+    def location_path(self) -> str:
+        return posixpath.relpath(self.path, self.root) if self.root not in ("", ".") else self.path
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path.replace(os.sep, "/"))
+
+
+def detect_root(tree: SourceTree, path: str) -> str:
+    """The directory above the top-most package containing ``path`` (a file or directory)."""
+    path = _norm(path)
+    directory = path if tree.is_dir(path) else posixpath.dirname(path) or "."
+    while tree.is_file(posixpath.join(directory, "__init__.py")):
+        parent = posixpath.dirname(directory)
+        if parent == directory or directory in ("", "."):
+            parent = posixpath.normpath(posixpath.join(directory, ".."))
+            if parent == directory:
+                break
+        directory = parent or "."
+    return directory
+
+
+def resolve_relative(module: str, is_package: bool, target: str, level: int) -> str | None:
+    """Absolute module name of ``from <level dots><target> import ...`` inside ``module``."""
+    if level == 0:
+        return target
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not target):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, target] if target else base) or None
+
+
+class Project:
+    """Roots plus a tree: answers which file holds a module and which module a file is."""
+
+    def __init__(self, tree: SourceTree, roots: Iterable[str]) -> None:
+        self.tree = tree
+        self.roots: tuple[str, ...] = tuple(dict.fromkeys(_norm(r) for r in roots))
+        self._by_name: dict[str, ModuleFile | None] = {}
+
+    def module_for_path(self, path: str) -> ModuleFile | None:
+        """The module a ``.py`` file is, under the first root containing it; None if outside."""
+        path = _norm(path)
+        for root in self.roots:
+            rel = posixpath.relpath(path, root) if root != "." else path
+            if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
+                continue
+            parts = rel[:-3].split("/") if rel.endswith(".py") else []
+            if not parts or not all(p.isidentifier() for p in parts[:-1]):
+                continue
+            is_package = parts[-1] == "__init__"
+            name = ".".join(parts[:-1] if is_package else parts)
+            if name:
+                return ModuleFile(name, path, root, is_package)
+        return None
+
+    def find(self, name: str) -> ModuleFile | None:
+        """The file of module ``name`` (``a/b.py`` or ``a/b/__init__.py``) under the roots."""
+        if name in self._by_name:
+            return self._by_name[name]
+        found = None
+        rel = name.replace(".", "/")
+        for root in self.roots:
+            base = posixpath.join(root, rel) if root != "." else rel
+            if self.tree.is_file(base + ".py"):
+                found = ModuleFile(name, base + ".py", root, False)
+            elif self.tree.is_file(posixpath.join(base, "__init__.py")):
+                found = ModuleFile(name, posixpath.join(base, "__init__.py"), root, True)
+            if found:
+                break
+        self._by_name[name] = found
+        return found
+
+    def is_namespace(self, name: str) -> bool:
+        """A directory without ``__init__.py`` under a root (PEP 420 namespace package)."""
+        rel = name.replace(".", "/")
+        return any(self.tree.is_dir(posixpath.join(root, rel)) for root in self.roots)
+
+    def files_under(self, path: str) -> Iterator[str]:
+        """``path`` itself if a file, else every ``.py`` file below the directory."""
+        path = _norm(path)
+        if self.tree.is_dir(path):
+            yield from self.tree.python_files(path)
+        else:
+            yield path

@@ -1,0 +1,349 @@
+"""Graph building: roots + symbol tables -> :class:`~flydeps.graph.DepGraph`.
+
+Contract: reads summaries through an :class:`~flydeps.static.symbols.Index`; produces the
+same model, node ids, own digests and edge labels as the runtime discovery
+(``flydeps.discover``) wherever the static view can know them:
+
+* a function's own digest is ``code_digest`` of its code object compiled from the file;
+* the names a function reads are the code object's references (``code_refs``), so Python's
+  own scoping decides global / free / local; globals resolve through the module's symbol
+  table, attribute chains through modules and classes, ``self.x``/``cls.x`` on the owner
+  class's MRO (a method reached through a subclass is ``mod:Base.m@mod:Sub``);
+* nested function codes are ``nested`` edges; free variables that name a function of an
+  enclosing scope are ``closure`` edges (values computed at call time are covered by the
+  enclosing code's digest and its arguments, as at run time);
+* literal globals and defaults digest like the runtime's value snapshot; other values
+  digest their normalized expression and are tagged ``static-expression``;
+* library code is an ``external:`` leaf (``distribution==version``), what cannot be
+  resolved an ``unresolved:`` node with the reason. Nothing is dropped.
+
+Roles are tags: ``factory`` (``functools.lru_cache``/``cache``, ``cached_factory``),
+``kernel`` (``@flyc.kernel``), ``launcher`` (``@flyc.jit``). The build is a work list
+(no recursion), so deep chains and cycles are safe.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from blake3 import blake3
+
+from .. import _origin
+from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
+from .summary import Binding, ClassBinding, CodeInfo, DefBinding, ImportBinding, ValueBinding
+from .symbols import Index, LoadedModule, Target, unresolved
+
+__all__ = ["RootSpec", "build_graph", "role_tags"]
+
+Owner = tuple[str, str]  # (module, class qualname)
+STATIC_EXPRESSION = "static-expression"
+_VALUE_EDGE = {"type": EdgeKind.CALLS, "func": EdgeKind.DECORATES}
+
+
+@dataclass(frozen=True, slots=True)
+class RootSpec:
+    """A function code to start from, optionally looked up through ``owner`` (a subclass)."""
+
+    module: str
+    qualname: str
+    owner: Owner | None = None
+
+
+def _digest(*parts: str) -> str:
+    # Same construction as the runtime's leaf digests (discover._digest).
+    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def role_tags(index: Index, loaded: LoadedModule, info: CodeInfo) -> frozenset[str]:
+    """``factory`` / ``kernel`` / ``launcher`` from the decorators of ``info``."""
+    tags = set()
+    for text in info.decorators:
+        target = scope_resolve(index, loaded, info.parent, text) if text else unresolved("")
+        name = target.dotted if target.kind == "external" else text
+        tag = _role(name)
+        if tag:
+            tags.add(tag)
+    return frozenset(tags)
+
+
+def _role(dotted: str) -> str:
+    head, _, last = dotted.rpartition(".")
+    top = head.partition(".")[0]
+    if dotted in ("functools.lru_cache", "functools.cache") or last == "cached_factory":
+        return "factory"
+    if top in ("flydsl", "flydsl_runtime", "flyc") and last in ("kernel", "jit"):
+        return "kernel" if last == "kernel" else "launcher"
+    return ""
+
+
+def scope_binding(loaded: LoadedModule, start: str, name: str) -> tuple[Binding, str] | None:
+    """The binding of ``name`` in function scope ``start`` or the functions enclosing it."""
+    qual = start
+    while qual:
+        info = loaded.codes.get(qual)
+        if info is None:
+            return None
+        binding = dict(info.scope).get(name)
+        if binding is not None:
+            return binding, qual
+        qual = info.parent
+    return None
+
+
+def scope_resolve(index: Index, loaded: LoadedModule, start: str, text: str) -> Target:
+    """Resolve dotted ``text`` as code in function scope ``start`` would (locals, then globals)."""
+    head, *rest = text.split(".")
+    found = scope_binding(loaded, start, head)
+    if found is None:
+        target = index.global_name(loaded.name, head)
+    elif isinstance(found[0], (DefBinding, ClassBinding, ImportBinding)):
+        target = index.binding_target(loaded, head, found[0])
+    else:
+        return unresolved("local value known only at call time")
+    return index.follow(target, tuple(rest), head)[0]
+
+
+class _Builder:
+    """Creates nodes on first sight and expands them from a work list."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.nodes: dict[str, Node] = {}
+        self.edges: dict[Edge, None] = {}
+        self.work: deque[Callable[[], None]] = deque()
+        self.tags: dict[tuple[str, str], frozenset[str]] = {}
+
+    def run(self) -> None:
+        while self.work:
+            self.work.popleft()()
+
+    def add(self, nid: str, kind: NodeKind, digest: str, **extra: object) -> bool:
+        if nid in self.nodes:
+            return False
+        self.nodes[nid] = Node(nid, kind, digest, **extra)  # type: ignore[arg-type]
+        return True
+
+    def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
+        self.edges.setdefault(Edge(src, dst, kind, label), None)
+
+    # -- leaves ----------------------------------------------------------------------
+    def external(self, dotted: str) -> str:
+        nid = external_id(dotted)
+        detail = _origin.external_detail(dotted.partition(".")[0])
+        self.add(nid, NodeKind.EXTERNAL, _digest("external", detail), detail=detail)
+        return nid
+
+    def unresolved(self, where: str, name: str, why: str) -> str:
+        nid = unresolved_id(where, name)
+        self.add(nid, NodeKind.UNRESOLVED, _digest("unresolved", name), detail=why)
+        return nid
+
+    # -- targets ---------------------------------------------------------------------
+    def link(self, src: str, target: Target, label: str, kind: EdgeKind | None = None) -> None:
+        """An edge from ``src`` to whatever ``target`` is (creating the node)."""
+        code = target.kind in ("def", "class", "external", "builtin")
+        default = EdgeKind.CALLS if code or target.kind == "unresolved" else EdgeKind.READS
+        self.edge(src, self.target_node(src, target, label), kind or default, label)
+
+    def target_node(self, src: str, target: Target, label: str) -> str:
+        if target.kind == "def":
+            return self.code(target.module, target.qualname, target.owner)
+        if target.kind == "class":
+            return self.klass(target)
+        if target.kind == "value":
+            return self.value(target)
+        if target.kind == "module":
+            nid = f"{target.module}:"
+            self.add(nid, NodeKind.MODULE, _digest("module", target.module))
+            return nid
+        if target.kind in ("external", "builtin"):
+            return self.external(target.dotted)
+        return self.unresolved(src, label, target.reason)
+
+    # -- code ------------------------------------------------------------------------
+    def root(self, spec: RootSpec) -> str:
+        loaded = self.index.module(spec.module)
+        if loaded is not None and spec.qualname in loaded.classes:
+            return self.klass(Target("class", module=spec.module, qualname=spec.qualname))
+        return self.code(spec.module, spec.qualname, spec.owner)
+
+    def code(self, module: str, qualname: str, owner: Owner | None) -> str:
+        loaded = self.index.module(module)
+        info = loaded.codes.get(qualname) if loaded else None
+        if loaded is None or info is None:
+            return self.unresolved(f"{module}:{qualname}", qualname, "no such function in the source")
+        defining = _defining_class(loaded, info)
+        shown = owner if owner and defining and owner != defining else None
+        nid = node_id(module, qualname, node_id(*shown) if shown else None)
+        kind = NodeKind.METHOD if info.kind == "method" else NodeKind.FUNCTION
+        location = Location(loaded.file.location_path, info.line)
+        tags = self.tags.get((module, qualname))
+        if tags is None:
+            tags = self.tags[(module, qualname)] = role_tags(self.index, loaded, info)
+        if self.add(nid, kind, info.digest, location=location, tags=tags):
+            effective = (owner or defining) if defining else None
+            self.work.append(lambda: self.expand_code(nid, loaded, info, effective))
+        return nid
+
+    def expand_code(self, nid: str, loaded: LoadedModule, info: CodeInfo, owner: Owner | None) -> None:
+        for child in info.nested:
+            short = child.rpartition(".")[2].partition("#")[0]
+            self.edge(nid, self.code(loaded.name, child, owner), EdgeKind.NESTED, short)
+        for scope, name, attrs in info.refs:
+            if scope == "global":
+                target, label = self.index.follow(self.index.global_name(loaded.name, name), attrs, name)
+                self.link(nid, target, label)
+            elif attrs and name in ("self", "cls") and (name == info.self_name or scope == "free"):
+                self.self_ref(nid, attrs[0], owner)
+            elif scope == "free":
+                self.free_ref(nid, loaded, info, name, attrs)
+            elif scope == "import":
+                self.import_ref(nid, loaded, info, name, attrs)
+        if info.kind == "method" and ("global", "super", ()) in info.refs:
+            self.super_ref(nid, loaded, info, owner)
+        if not info.parent or info.kind == "method":  # only these exist as function objects
+            self.defaults(nid, loaded, info)
+        for text in info.decorators:
+            if text:
+                self.link(nid, scope_resolve(self.index, loaded, info.parent, text), "@" + text, EdgeKind.DECORATES)
+
+    def self_ref(self, nid: str, attr: str, owner: Owner | None) -> None:
+        label = f"self.{attr}"
+        if owner is None:
+            self.edge(nid, self.unresolved(nid, label, "no owner class to resolve self on"), EdgeKind.METHOD, label)
+            return
+        found = self.index.member(Target("class", module=owner[0], qualname=owner[1]), attr)
+        if found is None:
+            self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
+            return
+        self.edge(nid, self.target_node(nid, found, label), EdgeKind.METHOD, label)
+
+    def super_ref(self, nid: str, loaded: LoadedModule, info: CodeInfo, owner: Owner | None) -> None:
+        """``super().m()`` in an override: the method it shadows, next on the owner's MRO."""
+        defining = _defining_class(loaded, info)
+        if defining is None:
+            return
+        name = info.qualname.rpartition(".")[2]
+        mro = self.index.mro(Target("class", module=(owner or defining)[0], qualname=(owner or defining)[1]))
+        keys = [(t.module, t.qualname) for t in mro]
+        after = mro[keys.index(defining) + 1 :] if defining in keys else ()
+        for klass in after:
+            found = self.index.member(klass, name, owner) if klass.kind == "class" else None
+            if found is not None:
+                self.edge(nid, self.target_node(nid, found, f"super().{name}"), EdgeKind.OVERRIDES, f"super().{name}")
+                return
+
+    def free_ref(self, nid: str, loaded: LoadedModule, info: CodeInfo, name: str, attrs: tuple[str, ...]) -> None:
+        if any(bound == name for bound, _ in info.scope):
+            return  # a cell of this very code, read by a folded comprehension
+        found = scope_binding(loaded, info.parent, name)
+        if found is None:
+            self.edge(nid, self.unresolved(nid, name, "free variable without binding"), EdgeKind.CLOSURE, name)
+            return
+        binding, _ = found
+        if isinstance(binding, DefBinding):
+            self.edge(nid, self.code(loaded.name, binding.qualname, _owner_of(self.nodes[nid])), EdgeKind.CLOSURE, name)
+        elif isinstance(binding, (ClassBinding, ImportBinding)):
+            target, label = self.index.follow(self.index.binding_target(loaded, name, binding), attrs, name)
+            self.link(nid, target, label, EdgeKind.CLOSURE)
+        # Parameters and locals of the enclosing function hold call-time values: they are
+        # covered by the enclosing code's digest and by its arguments (the cache key).
+
+    def import_ref(self, nid: str, loaded: LoadedModule, info: CodeInfo, name: str, attrs: tuple[str, ...]) -> None:
+        level = next((b.level for _, b in info.scope if isinstance(b, ImportBinding) and b.module == name), 0)
+        imp = ImportBinding(0, name, "", level, name)
+        target = self.index.import_target(loaded, imp)
+        target, label = self.index.follow(target, attrs, name)
+        if target.kind == "unresolved":
+            self.edge(nid, self.unresolved(nid, name, target.reason), EdgeKind.IMPORTS, name)
+        else:
+            self.link(nid, target, label)
+
+    def defaults(self, nid: str, loaded: LoadedModule, info: CodeInfo) -> None:
+        for param, kind, payload in info.defaults:
+            if kind == "ref":
+                target, _ = self.index.resolve_dotted(loaded.name, payload)
+                self.edge(nid, self.target_node(nid, target, payload), EdgeKind.DEFAULT, param)
+                continue
+            vid = f"{nid}#default.{param}"
+            tags = frozenset() if kind == "value" else frozenset({STATIC_EXPRESSION})
+            self.add(vid, NodeKind.GLOBAL, payload, tags=tags)
+            self.edge(nid, vid, EdgeKind.DEFAULT, param)
+
+    # -- classes and values ----------------------------------------------------------
+    def klass(self, target: Target) -> str:
+        info = self.index.class_info(target)
+        loaded = self.index.module(target.module)
+        nid = node_id(target.module, target.qualname)
+        if info is None or loaded is None:
+            return self.unresolved(nid, target.qualname, "no such class in the source")
+        exact = bool(info.digest)
+        digest = info.digest or _digest("class-body", *(f"{n}={getattr(b, 'digest', '')}" for n, b in info.body))
+        tags = frozenset() if exact else frozenset({STATIC_EXPRESSION})
+        location = Location(loaded.file.location_path, info.line)
+        if self.add(nid, NodeKind.CLASS, digest, location=location, tags=tags):
+            self.work.append(lambda: self.expand_class(nid, target, loaded, info.body))
+        return nid
+
+    def expand_class(self, nid: str, target: Target, loaded: LoadedModule, body: Iterable) -> None:
+        for base in self.index.bases(target):
+            self.link(nid, base, "base", EdgeKind.CALLS)
+        for name, binding in body:
+            if isinstance(binding, DefBinding):
+                self.edge(nid, self.code(loaded.name, binding.qualname, None), EdgeKind.METHOD, name)
+
+    def value(self, target: Target) -> str:
+        binding = target.binding
+        assert isinstance(binding, ValueBinding)
+        nid = node_id(target.module, target.qualname)
+        is_object = any(label == "type" for label, _ in binding.refs)
+        kind = NodeKind.OBJECT if is_object else NodeKind.GLOBAL
+        tags = frozenset() if binding.literal else frozenset({STATIC_EXPRESSION})
+        loaded = self.index.module(target.module)
+        location = Location(loaded.file.location_path, binding.line) if loaded else None
+        if self.add(nid, kind, binding.digest, location=location, detail=binding.text, tags=tags):
+            self.work.append(lambda: self.expand_value(nid, target.module, binding))
+        return nid
+
+    def lambda_at(self, module: str, line: int) -> str:
+        loaded = self.index.module(module)
+        codes = loaded.codes.values() if loaded else ()
+        found = next((c for c in codes if c.kind == "lambda" and c.line == line and not c.parent), None)
+        if found is None:
+            return self.unresolved(f"{module}:<lambda>", str(line), "lambda not found in the source")
+        return self.code(module, found.qualname, None)
+
+    def expand_value(self, nid: str, module: str, binding: ValueBinding) -> None:
+        for label, text in binding.refs:
+            if text.startswith("<lambda>@"):
+                self.edge(nid, self.lambda_at(module, int(text.partition("@")[2])), EdgeKind.ATTRIBUTE, label)
+                continue
+            target, consumed = self.index.resolve_dotted(module, text)
+            kind = _VALUE_EDGE.get(label) or (EdgeKind.ATTRIBUTE if label.startswith("[") else None)
+            self.link(nid, target, label or consumed, kind)
+
+
+def _defining_class(loaded: LoadedModule, info: CodeInfo) -> Owner | None:
+    """The class whose method ``info`` is, or lies (nested) in; None for plain functions."""
+    while info.kind != "method":
+        parent = loaded.codes.get(info.parent) if info.parent else None
+        if parent is None:
+            return None
+        info = parent
+    return loaded.name, info.qualname.rpartition(".")[0]
+
+
+def _owner_of(node: Node) -> Owner | None:
+    _, _, owner = node.id.partition("@")
+    module, _, qual = owner.partition(":")
+    return (module, qual) if owner else None
+
+
+def build_graph(index: Index, roots: Iterable[RootSpec]) -> DepGraph:
+    """The dependency graph reachable from ``roots``."""
+    builder = _Builder(index)
+    ids = tuple(dict.fromkeys(builder.root(r) for r in roots))
+    builder.run()
+    return DepGraph(ids, builder.nodes, tuple(builder.edges))

@@ -1,0 +1,155 @@
+"""The per-file summary: everything the resolver needs from one source file.
+
+Contract: plain immutable records (``NamedTuple``s of strings, ints and tuples) produced by
+:mod:`flydeps.static.extract` and stored by :mod:`flydeps.static.parse` in the parse cache.
+A summary depends only on the file's bytes and the Python version: never on its path, its
+module name or any other file, so identical files share one cache entry. Relative imports
+are therefore kept as written (``level`` + ``module``) and resolved later.
+
+NamedTuples rather than dataclasses because the warm path unpickles thousands of them and
+tuples load several times faster; they are just as immutable.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+__all__ = [
+    "SUMMARY_VERSION",
+    "ClassBinding",
+    "ClassInfo",
+    "CodeInfo",
+    "DefBinding",
+    "Binding",
+    "FileSummary",
+    "ImportBinding",
+    "LocalBinding",
+    "ParamBinding",
+    "Problem",
+    "Ref",
+    "ValueBinding",
+]
+
+# Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
+SUMMARY_VERSION = 4
+
+
+class ImportBinding(NamedTuple):
+    """``import a.b [as c]`` (``name`` empty) or ``from .a import b [as c]`` (``name`` = b).
+
+    ``bound_module`` is the module a plain ``import a.b`` binds (``a``); for ``as`` forms it
+    is the full module. ``level`` counts the leading dots of a relative import.
+    """
+
+    line: int
+    module: str
+    name: str
+    level: int
+    bound_module: str
+
+
+class DefBinding(NamedTuple):
+    """A ``def`` statement: ``qualname`` is the code object's qualified name (``#n`` if repeated)."""
+
+    line: int
+    qualname: str
+
+
+class ClassBinding(NamedTuple):
+    line: int
+    qualname: str
+
+
+class ValueBinding(NamedTuple):
+    """An assignment. ``literal`` is True when ``digest`` is the runtime value digest of a
+    literal; otherwise ``digest`` hashes the normalized expression. ``refs`` are the dotted
+    names the expression reads, as (label, dotted) pairs in source order. Labels follow the
+    runtime discovery's edge labels: ``alias`` (the value *is* that name), ``type`` and
+    ``func`` (``functools.partial(func, ...)``), ``['key']`` / ``[0]`` (a dispatch table
+    entry), '' (any other read)."""
+
+    line: int
+    digest: str
+    literal: bool
+    text: str
+    refs: tuple[tuple[str, str], ...]
+
+
+class ParamBinding(NamedTuple):
+    """A function parameter (its value is only known at call time)."""
+
+    line: int
+    name: str
+
+
+class LocalBinding(NamedTuple):
+    """A local bound by something other than an assignment (``for``, ``with``, ``except``...)."""
+
+    line: int
+    how: str
+
+
+Binding = Union[ImportBinding, DefBinding, ClassBinding, ValueBinding, ParamBinding, LocalBinding]
+
+# A name read by code, as recorded by ``_bytecode.code_refs``: (scope, name, attrs).
+Ref = tuple[str, str, tuple[str, ...]]
+
+
+class CodeInfo(NamedTuple):
+    """One function code object (``def`` or ``lambda``) of the file.
+
+    Comprehensions and class bodies are folded into their enclosing code, as in
+    ``_bytecode.code_refs``/``code_digest``. ``parent`` is the enclosing code's qualname
+    ('' for the module or a class body). ``kind`` is ``function``, ``method`` or ``lambda``.
+    ``nested`` are the function codes directly inside this one. ``decorators`` are dotted
+    names as written (``flyc.kernel``, ``functools.lru_cache``), evaluated in the parent
+    scope. ``defaults`` are (parameter, kind, payload) with kind ``ref`` (payload a dotted
+    name), ``value`` (payload the literal's value digest) or ``expr`` (expression digest).
+    ``self_name`` is the first positional parameter when it is ``self``/``cls`` (the
+    runtime's rule). ``scope`` are the names the code binds.
+    """
+
+    qualname: str
+    parent: str
+    kind: str
+    line: int
+    digest: str
+    refs: tuple[Ref, ...]
+    nested: tuple[str, ...]
+    decorators: tuple[str, ...]
+    defaults: tuple[tuple[str, str, str], ...]
+    self_name: str
+    scope: tuple[tuple[str, Binding], ...]
+
+
+class ClassInfo(NamedTuple):
+    """A class statement: bases and decorators as dotted names ('' where not a plain dotted
+    name); ``body`` is what the class body binds, in order. ``digest`` is the runtime's class
+    digest (qualname + snapshot of its non-code attributes) when the body holds only methods
+    and literal values, else '' (the resolver then digests the body's expressions)."""
+
+    qualname: str
+    line: int
+    bases: tuple[str, ...]
+    decorators: tuple[str, ...]
+    body: tuple[tuple[str, Binding], ...]
+    digest: str
+
+
+class Problem(NamedTuple):
+    """A diagnostic found while reading the file (path is attached by the caller)."""
+
+    line: int
+    message: str
+
+
+class FileSummary(NamedTuple):
+    content_digest: str
+    lines: int
+    scope: tuple[tuple[str, Binding], ...]
+    all_names: tuple[str, ...] | None
+    star_imports: tuple[ImportBinding, ...]
+    imports: tuple[ImportBinding, ...]
+    classes: tuple[ClassInfo, ...]
+    codes: tuple[CodeInfo, ...]
+    problems: tuple[Problem, ...]
