@@ -23,6 +23,7 @@ from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, Modul
 from blake3 import blake3
 
 from ._bytecode import canonical_const, code_digest
+from ._origin import is_external_module
 
 __all__ = ["MutableWatch", "SNAPSHOT_LIMIT", "Snapshot", "describe", "snapshot", "value_digest"]
 
@@ -38,6 +39,7 @@ def _limit_from_env() -> int:
 SNAPSHOT_LIMIT = _limit_from_env()
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _MAX_DEPTH = 32
+_MAX_ATOM = 1 << 20  # bytes/str longer than this are summarized by length
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,9 @@ class _Walker:
         t = type(value)
         if t in _ATOMS:
             self.budget -= 1
+            if (t is bytes or t is str) and len(value) > _MAX_ATOM:  # type: ignore[arg-type]
+                self.oversized = True
+                return b"<" + t.__name__.encode() + b" len=%d>" % len(value)  # type: ignore[arg-type]
             return canonical_const(value)
         if depth > _MAX_DEPTH:
             self.oversized = True
@@ -165,11 +170,34 @@ class _Walker:
             return b"callable:" + _qual(value).encode()
         state = _instance_state(value)
         head = b"obj:" + _type_name(t).encode()
-        if state is None:
-            return head
+        if state is None or (type(state) is dict and not state):
+            return head + self._encode_reduced(value, t, depth)
         if type(state) is dict:
             return head + self._encode_mapping(state, depth + 1)
         return head + self.encode(state, depth + 1)
+
+
+    def _encode_reduced(self, value: object, t: type, depth: int) -> bytes:
+        """State of a stateless-looking library object (``torch.float16``, a numpy scalar)
+        through its pickle protocol. Only library types: user code is never called."""
+        if not is_external_module(getattr(t, "__module__", None)):
+            return b""
+        try:
+            reduced = t.__reduce_ex__(value, 4)
+        except Exception:
+            return b"<opaque>"
+        if isinstance(reduced, str):  # "a global of the type's module" (dtypes, singletons)
+            return b"=" + reduced.encode()
+        if isinstance(reduced, tuple) and len(reduced) >= 2:
+            return b"=" + self.encode(_reduced_parts(reduced), depth + 1)
+        return b"<opaque>"
+
+
+def _reduced_parts(reduced: tuple) -> tuple:
+    """The constructor's name and its arguments/state from a ``__reduce_ex__`` tuple."""
+    ctor = reduced[0]
+    name = f"{getattr(ctor, '__module__', '?')}.{getattr(ctor, '__qualname__', getattr(ctor, '__name__', '?'))}"
+    return (name, *reduced[1:3])
 
 
 def _instance_state(value: object) -> object:
@@ -245,6 +273,13 @@ def describe(value: object, width: int = 60) -> str:
         text = f"{t.__qualname__}.{value._name_}"
     else:
         text = f"<{_type_name(t)} object>"
+        if is_external_module(getattr(t, "__module__", None)):
+            try:
+                reduced = t.__reduce_ex__(value, 4)
+            except Exception:
+                reduced = None
+            if isinstance(reduced, str):  # torch.float16 and other named singletons
+                text = f"{t.__module__.partition('.')[0]}.{reduced}"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

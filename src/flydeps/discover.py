@@ -26,7 +26,7 @@ from blake3 import blake3
 from . import _origin
 from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
 from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
-from ._values import SNAPSHOT_LIMIT, MutableWatch, snapshot
+from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
 from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
@@ -169,7 +169,7 @@ class _Walker:
     def _visit(self, obj: object, owner: type | None, hint: str) -> str:
         unwrap = _find_unwrapper(type(obj))
         if unwrap is not None:
-            return self._visit_object(obj, hint, list(unwrap(obj)))
+            return self._visit_object(obj, hint, list(unwrap(obj)), stateful=False)
         if isinstance(obj, FunctionType):
             return self._visit_function(obj, owner)
         if isinstance(obj, MethodType):
@@ -179,10 +179,10 @@ class _Walker:
             return self.visit(obj.__func__, owner, hint)
         if isinstance(obj, property):
             parts = [(n, f) for n, f in (("fget", obj.fget), ("fset", obj.fset), ("fdel", obj.fdel)) if f]
-            return self._visit_object(obj, hint, parts)
+            return self._visit_object(obj, hint, parts, stateful=False)
         if isinstance(obj, functools.partial):
             parts = [("func", obj.func), *((f"arg{i}", a) for i, a in enumerate(obj.args)), *obj.keywords.items()]
-            return self._visit_object(obj, hint, parts)
+            return self._visit_object(obj, hint, parts, stateful=False)
         if isinstance(obj, type):
             return self._visit_class(obj)
         if isinstance(obj, ModuleType):
@@ -374,11 +374,20 @@ class _Walker:
         self.add(nid, NodeKind.MODULE, _digest("module", module.__name__))
         return nid
 
-    def _visit_object(self, obj: object, hint: str, parts: list[tuple[str, object]]) -> str:
-        snap = snapshot(obj)
-        if not self.add(hint, NodeKind.OBJECT, snap.digest, detail=snap.summary):
+    def _visit_object(self, obj: object, hint: str, parts: list[tuple[str, object]], *, stateful: bool) -> str:
+        """An object walked through ``parts``. ``stateful``: its own state is data too (user
+        classes); wrappers (library types, registered unwrappers, partials) digest by type
+        and name only, so their internal caches filling up is not a change."""
+        if stateful:
+            snap = snapshot(obj)
+            digest, detail = snap.digest, snap.summary
+        else:
+            snap = None
+            digest, detail = _digest("wrapper", _qualname(type(obj)), _safe_name(obj)), describe(obj)
+        if not self.add(hint, NodeKind.OBJECT, digest, detail=detail):
             return hint
-        self._watch(hint, snap)
+        if snap is not None:
+            self._watch(hint, snap)
 
         def expand() -> None:
             self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
@@ -391,10 +400,16 @@ class _Walker:
 
     def _visit_value(self, value: object, hint: str) -> str:
         t = type(value)
-        if t not in _CONTAINERS and not _is_external_type(t) or callable(value):
-            members = _instance_members(value)
-            if members is not None:
-                return self._visit_object(value, hint, members)
+        if t not in _CONTAINERS:
+            members = _code_members(value)
+            if _is_external_type(t):
+                if members:  # a library wrapper around user code (e.g. a JIT object)
+                    return self._visit_object(value, hint, members, stateful=False)
+                name = _safe_name(value) if callable(value) else ""
+                if name:  # a library callable instance (numpy ufunc, torch op): a leaf
+                    return self.external(f"{_c_module(value)}.{name}")
+            elif callable(value) or members:
+                return self._visit_object(value, hint, members, stateful=True)
         snap = snapshot(value)
         if not self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
             return hint
@@ -465,20 +480,26 @@ def _find_unwrapper(t: type) -> Unwrapper | None:
     return None
 
 
-def _instance_members(value: object) -> list[tuple[str, object]] | None:
-    """Code-valued attributes of a callable or user-class instance, or None for plain data."""
+def _code_members(value: object) -> list[tuple[str, object]]:
+    """Code-valued entries of an instance's ``__dict__`` (read without running user code)."""
     try:
         state = object.__getattribute__(value, "__dict__")
     except Exception:
-        state = None
-    t = type(value)
-    user_type = not _is_external_type(t)
-    if not callable(value) and not user_type:
-        return None
-    members = [(k, v) for k, v in state.items() if is_code(v)] if type(state) is dict else []
-    if not callable(value) and not members:
-        return None
-    return members
+        return []
+    return [(k, v) for k, v in state.items() if is_code(v)] if type(state) is dict else []
+
+
+def _safe_name(obj: object) -> str:
+    """``__qualname__``/``__name__`` of an object if it has a string one, read without
+    instance ``__getattr__`` hooks; ``""`` otherwise."""
+    for attr in ("__qualname__", "__name__"):
+        try:
+            name = object.__getattribute__(obj, attr)
+        except Exception:
+            continue
+        if isinstance(name, str):
+            return name
+    return ""
 
 
 def _function_qualname(fn: FunctionType, code: CodeType) -> str:

@@ -11,22 +11,44 @@ is dropped and rebuilt, and the reason is logged on the ``flydeps`` logger; only
 global changed -> ``on_drift`` decides (``rebuild``, ``raise`` GlobalDriftError,
 ``warn`` and keep). Concurrent callers of one key build it once; no lock is held while
 the user's function runs.
+
+Hit path. Where the optional C extension ``flydeps._fastcache`` was built (CPython >= 3.10)
+the decorated factory *is* a ``FastCache`` object: its ``__call__`` computes lru_cache's
+key, finds the entry and, when the entry's guard is "fast" (every namespace watched by
+``flydeps._watchext`` on CPython >= 3.12, no mutable-value checks, audit hook on), answers
+from two counters and the closure cells without running any Python code; otherwise it
+calls the guard's generated ``check()``. Everything else (kwargs calls, misses, failed
+guards, counting them) goes to :meth:`_FactoryCache._slow`, the same code for both paths.
+Without the extension, or with ``FLYDEPS_FASTCACHE=0`` in the environment when the factory
+is decorated, a Python closure does the same with an ``OrderedDict`` (``_PyEntries``).
+Both paths give identical ``cache_info()`` numbers, LRU order and errors. The contract
+between the two halves is at the top of ``src/flydeps/_fastcache.c``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from . import _audit
 from .errors import GlobalDriftError
 from .fingerprint import Fingerprint, fingerprint_roots
 from .graph import NodeKind
 
-__all__ = ["cached_factory"]
+__all__ = ["FASTCACHE", "cached_factory"]
+
+try:
+    from . import _fastcache  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler, another implementation): the Python path
+    _fastcache = None
+
+#: True when the C hit path can be used (``FLYDEPS_FASTCACHE=0`` still disables it).
+FASTCACHE: bool = _fastcache is not None
 
 log = logging.getLogger("flydeps")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,12 +57,14 @@ _KWD_MARK = object()
 
 
 class _Entry(tuple):
-    """``(check, value, fingerprint)``: a tuple so the hit path reads it by index."""
+    """``(check, value, fingerprint, cells, expected, fast)``: a tuple so both hit paths
+    read it by index; the last three are the guard's :meth:`~flydeps.guard.Guard.fast_parts`."""
 
     __slots__ = ()
 
     def __new__(cls, value: object, fp: Fingerprint) -> "_Entry":
-        return tuple.__new__(cls, (fp.guard().check, value, fp))
+        guard = fp.guard()
+        return tuple.__new__(cls, (guard.check, value, fp, *guard.fast_parts()))
 
     @property
     def value(self) -> object:
@@ -65,6 +89,77 @@ def _plain_key(args: tuple, kwds: dict) -> object:
 def _typed_key(args: tuple, kwds: dict) -> object:
     key = (args, tuple(type(v) for v in args))
     return key if not kwds else (*key, _KWD_MARK, *kwds.items(), *(type(v) for v in kwds.values()))
+
+
+def _use_fastcache() -> bool:
+    return FASTCACHE and os.environ.get("FLYDEPS_FASTCACHE", "1").strip() != "0"
+
+
+class _PyEntries:
+    """The Python twin of ``_fastcache.FastCache``'s slow-path API (see ``_fastcache.c``):
+    key -> :class:`_Entry` in LRU order (oldest first), plus the hit/miss counters.
+    Methods are called with ``_FactoryCache.lock`` held or are single dict operations."""
+
+    __slots__ = ("data", "maxsize", "stats")
+
+    def __init__(self, maxsize: int | None) -> None:
+        self.data: dict[object, _Entry] = OrderedDict() if maxsize is not None else {}
+        self.maxsize = maxsize
+        self.stats = [0, 0]  # hits, misses: a list cell the Python hit path increments
+
+    @property
+    def hits(self) -> int:
+        return self.stats[0]
+
+    @property
+    def misses(self) -> int:
+        return self.stats[1]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key: object, default: _Entry | None = None) -> _Entry | None:
+        return self.data.get(key, default)
+
+    def touch(self, key: object) -> bool:
+        if key not in self.data:
+            return False
+        if self.maxsize is not None:
+            self.data.move_to_end(key)  # type: ignore[attr-defined]
+        return True
+
+    def store(self, key: object, entry: _Entry) -> None:
+        self.data[key] = entry
+        if self.maxsize is not None:
+            self.data.move_to_end(key)  # type: ignore[attr-defined]
+            while len(self.data) > self.maxsize:
+                self.data.popitem(last=False)  # type: ignore[call-arg]
+
+    def replace(self, key: object, old: _Entry, new: _Entry) -> bool:
+        if self.data.get(key) is not old:
+            return False
+        self.data[key] = new
+        return True
+
+    def discard(self, key: object, entry: _Entry | None = None) -> bool:
+        current = self.data.get(key)
+        if current is None or (entry is not None and current is not entry):
+            return False
+        del self.data[key]
+        return True
+
+    def items(self) -> list[tuple[object, _Entry]]:
+        return list(self.data.items())
+
+    def clear(self) -> None:
+        self.data.clear()
+        self.stats[:] = [0, 0]
+
+    def add_hit(self) -> None:
+        self.stats[0] += 1
+
+    def add_miss(self) -> None:
+        self.stats[1] += 1
 
 
 @overload
@@ -98,24 +193,34 @@ def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: str = "
 
 
 class _FactoryCache:
-    """State of one decorated factory; ``wrapper`` is the function users call."""
+    """State of one decorated factory; ``wrapper`` is the object users call: the C
+    ``FastCache`` (which is also ``entries``) or a Python closure over ``_PyEntries``."""
 
     def __init__(self, func: Callable[..., Any], maxsize: int | None, typed: bool, on_drift: str) -> None:
         self.func, self.maxsize, self.typed, self.on_drift = func, maxsize, typed, on_drift
         self.name = getattr(func, "__qualname__", repr(func))
         self.root_id = f"{getattr(func, '__module__', '?')}:{self.name}"
-        self.cache: dict[object, _Entry] = OrderedDict() if maxsize is not None else {}
-        self.stats = [0, 0]  # hits, misses
+        self.make_key = _typed_key if typed else _plain_key
         self.lock = threading.RLock()
         self.pending: dict[object, tuple[threading.Event, int]] = {}
-        self.wrapper = self._make_wrapper()
+        wrapper: Any
+        if _use_fastcache():
+            wrapper = self.entries = _fastcache.FastCache(maxsize, typed, self._slow, _audit._GEN)
+        else:
+            self.entries = _PyEntries(maxsize)
+            wrapper = self._make_wrapper(self.entries)
+        functools.update_wrapper(wrapper, func)
+        wrapper.cache_info = self.cache_info
+        wrapper.cache_clear = self.cache_clear
+        wrapper.cache_parameters = self.cache_parameters
+        self.wrapper = wrapper
 
-    def _make_wrapper(self) -> Callable[..., Any]:
+    def _make_wrapper(self, entries: _PyEntries) -> Callable[..., Any]:
         # Built for the hit path: the untyped positional key is the args tuple itself, the
         # entry is read by index, counters live in a list cell. lru_cache's own hit costs
         # ~70 ns, so every avoided attribute lookup counts (benchmarks/bench_factory.py).
-        make_key = _typed_key if self.typed else _plain_key
-        typed, cache_get, slow, stats, func = self.typed, self.cache.get, self._slow, self.stats, self.func
+        make_key, slow, func = self.make_key, self._slow, self.func
+        cache_get, stats = entries.data.get, entries.stats
 
         if self.maxsize == 0:
 
@@ -126,48 +231,60 @@ class _FactoryCache:
         elif self.maxsize is None:
 
             def wrapper(*args: Any, **kwds: Any) -> Any:
-                key = make_key(args, kwds)
-                entry = cache_get(key)
+                entry = cache_get(make_key(args, kwds))
                 if entry is not None and entry[0]():
                     stats[0] += 1
                     return entry[1]
-                return slow(key, entry, args, kwds)
+                return slow(args, kwds, entry)
 
         else:
-            move_to_end = self.cache.move_to_end  # type: ignore[attr-defined]
+            move_to_end = entries.data.move_to_end  # type: ignore[attr-defined]
 
             def wrapper(*args: Any, **kwds: Any) -> Any:
                 key = make_key(args, kwds)
                 entry = cache_get(key)
                 if entry is not None and entry[0]():
                     stats[0] += 1
-                    move_to_end(key)
+                    try:
+                        move_to_end(key)
+                    except KeyError:  # another thread cleared or evicted it meanwhile
+                        pass
                     return entry[1]
-                return slow(key, entry, args, kwds)
+                return slow(args, kwds, entry)
 
-        functools.update_wrapper(wrapper, func)
-        wrapper.cache_info = self.cache_info  # type: ignore[attr-defined]
-        wrapper.cache_clear = self.cache_clear  # type: ignore[attr-defined]
-        wrapper.cache_parameters = self.cache_parameters  # type: ignore[attr-defined]
         return wrapper
 
     # -- lru_cache API ---------------------------------------------------------------
     def cache_info(self) -> functools._CacheInfo:  # type: ignore[name-defined]
-        hits, misses = self.stats
-        return functools._CacheInfo(hits, misses, self.maxsize, len(self.cache))  # type: ignore[attr-defined]
+        entries = self.entries
+        return functools._CacheInfo(entries.hits, entries.misses, self.maxsize, len(entries))  # type: ignore[attr-defined]
 
     def cache_clear(self) -> None:
         with self.lock:
-            self.cache.clear()
-            self.stats[:] = [0, 0]
+            self.entries.clear()  # entries and counters
 
     def cache_parameters(self) -> dict[str, Any]:
         return {"maxsize": self.maxsize, "typed": self.typed}
 
     # -- slow path -------------------------------------------------------------------
-    def _slow(self, key: object, entry: _Entry | None, args: tuple, kwds: dict) -> Any:
+    def _slow(self, args: tuple, kwds: dict | None, stale: _Entry | None) -> Any:
+        """Everything the hit paths do not answer: ``kwds`` calls (C path), misses, and
+        ``stale`` entries whose ``check()`` failed (revalidated, else rebuilt)."""
+        kwds = kwds or {}
+        if self.maxsize == 0:
+            self.entries.add_miss()
+            return self.func(*args, **kwds)
+        key = self.make_key(args, kwds)
+        entry = stale
+        if entry is None:  # not looked up yet (kwds on the C path), or a miss: look again
+            entry = self.entries.get(key)
+            if entry is not None and entry[0]():
+                self.entries.add_hit()
+                self.entries.touch(key)
+                return entry.value
         if entry is not None and self._revalidate(key, entry):
-            self.stats[0] += 1
+            self.entries.add_hit()
+            self.entries.touch(key)
             return entry.value
         return self._build(key, args, kwds)
 
@@ -190,15 +307,13 @@ class _FactoryCache:
             return True
         log.info("rebuilt %s: %s", self.name, reasons)
         with self.lock:
-            if self.cache.get(key) is entry:
-                del self.cache[key]
+            self.entries.discard(key, entry)
         return False
 
     def _rebaseline(self, key: object, entry: _Entry, fresh: Fingerprint) -> None:
         replacement = _Entry(entry.value, fresh)
         with self.lock:
-            if self.cache.get(key) is entry:
-                self.cache[key] = replacement
+            self.entries.replace(key, entry, replacement)
 
     def _adopt_build_writes(self, valid_before: list[tuple[object, _Entry]]) -> None:
         """Values are baselined when a build finishes: data that this build wrote (a
@@ -217,9 +332,10 @@ class _FactoryCache:
         me = threading.get_ident()
         while True:
             with self.lock:
-                entry = self.cache.get(key)
+                entry = self.entries.get(key)
                 if entry is not None and entry[0]():
-                    self.stats[0] += 1
+                    self.entries.add_hit()
+                    self.entries.touch(key)
                     return entry.value
                 waiting = self.pending.get(key)
                 if waiting is None or waiting[1] == me:  # nobody building, or a recursive call
@@ -229,14 +345,13 @@ class _FactoryCache:
             waiting[0].wait()
         try:
             with self.lock:
-                self.stats[1] += 1
-                valid_before = [(k, e) for k, e in self.cache.items() if k != key and e[0]()]
+                self.entries.add_miss()
+                valid_before = [(k, e) for k, e in self.entries.items() if k != key and e[0]()]
             value = self.func(*args, **kwds)
             fp = fingerprint_roots(((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
+            entry = _Entry(value, fp)
             with self.lock:
-                self.cache[key] = _Entry(value, fp)
-                if self.maxsize is not None and len(self.cache) > self.maxsize:
-                    self.cache.popitem(last=False)  # type: ignore[call-arg]
+                self.entries.store(key, entry)  # most recently used; evicts beyond maxsize
             self._adopt_build_writes(valid_before)
             return value
         finally:

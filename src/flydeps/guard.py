@@ -70,7 +70,7 @@ class Guard:
     bindings, so it runs only the checks that exist (no loops over empty tables, no
     flag tests, no attribute lookups on the guard)."""
 
-    __slots__ = ("_bindings", "_mutables", "_state", "check")
+    __slots__ = ("_bindings", "_mutables", "_state", "check", "_fast")
 
     def __init__(self, discovery: Discovery) -> None:
         self._bindings: tuple[Binding, ...] = _dedupe(discovery.bindings)
@@ -79,6 +79,19 @@ class Guard:
         # [watch version, audit generation] as last seen valid; re-baselined by check()
         self._state = [_watch.version(), _audit.generation()]
         self.check = _compile_check(self._bindings, self._mutables, self._state)
+        self._fast = _fast_parts(self._bindings, self._mutables)
+
+    def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool]:
+        """``(cells, expected, fast)`` for a C caller that skips :meth:`check` (flydeps._fastcache).
+
+        ``fast`` is true when, besides ``cell.cell_contents is expected`` for each pair, all
+        that ``check()`` verifies is covered by two counters: every namespace it reads is
+        watched by the C watcher backend (``flydeps._watchext``, whose ``version()`` then
+        stays unchanged while they do) and function attribute changes bump the audit
+        generation (``flydeps._audit._GEN[0]`` is replaced). A caller that saw ``check()``
+        pass after reading both counters may skip it while both are unchanged and the cells
+        hold. No mutable-value checks may exist (they have no counter)."""
+        return self._fast
 
     # -- explanations (slow path) ----------------------------------------------------
     def changes(self) -> tuple[Change, ...]:
@@ -140,6 +153,21 @@ def _compile_check(
     namespace: dict[str, object] = {}
     exec(compile("\n".join(lines), "<flydeps guard>", "exec"), env, namespace)  # noqa: S102 - generated from ids only
     return namespace["check"]  # type: ignore[return-value]
+
+
+def _fast_parts(
+    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]
+) -> tuple[tuple[object, ...], tuple[object, ...], bool]:
+    """See :meth:`Guard.fast_parts`; call after :func:`_compile_check` (which watches)."""
+    cells = [b for b in bindings if b.kind is BindingKind.CELL]
+    namespaced = any(b.kind is BindingKind.DICT for b in bindings)
+    funcs = any(b.kind is BindingKind.ATTR for b in bindings)
+    fast = (
+        not mutables
+        and (not namespaced or (_watch.AVAILABLE and _watch.BACKEND == "ext"))
+        and (not funcs or (_audit.ENABLED and _audit.install()))
+    )
+    return tuple(b.container for b in cells), tuple(b.expected for b in cells), fast
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:
