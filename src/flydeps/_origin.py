@@ -17,7 +17,9 @@ import sys
 import sysconfig
 from types import ModuleType
 
-__all__ = ["external_detail", "is_external_module", "PYTHON_DETAIL"]
+from blake3 import blake3
+
+__all__ = ["external_detail", "external_digest", "is_external_module", "PYTHON_DETAIL"]
 
 PYTHON_DETAIL = "python=={}.{}.{}".format(*sys.version_info[:3])
 # Our own packages are leaves too: their code is versioned with the distribution.
@@ -93,3 +95,10 @@ def is_external_module(name: str | None, module: ModuleType | None = None) -> bo
     if module is not None and file is None and name in sys.builtin_module_names:
         return True
     return _is_external_name(name, file if isinstance(file, str) else None)
+
+
+def external_digest(dotted: str) -> tuple[str, str]:
+    """``(digest, detail)`` of the library leaf ``external:<dotted>``: the name and the
+    distribution version it comes from. Both front-ends use this, so their leaves agree."""
+    detail = external_detail(dotted.partition(".")[0])
+    return blake3(f"external\0{dotted}\0{detail}".encode()).hexdigest(), detail

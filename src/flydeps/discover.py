@@ -146,8 +146,8 @@ class _Walker:
 
     def external(self, dotted: str) -> str:
         nid = external_id(dotted)
-        detail = _origin.external_detail(dotted.partition(".")[0])
-        self.add(nid, NodeKind.EXTERNAL, _digest("external", dotted, detail), detail=detail)
+        digest, detail = _origin.external_digest(dotted)
+        self.add(nid, NodeKind.EXTERNAL, digest, detail=detail)
         return nid
 
     def unresolved(self, where: str, name: str, why: str) -> str:
