@@ -169,7 +169,7 @@ class _Walker:
     def _visit(self, obj: object, owner: type | None, hint: str) -> str:
         unwrap = _find_unwrapper(type(obj))
         if unwrap is not None:
-            return self._visit_object(obj, hint, list(unwrap(obj)), stateful=False)
+            return self._visit_object(obj, hint, list(unwrap(obj)), stateful=False, owner=owner)
         if isinstance(obj, FunctionType):
             return self._visit_function(obj, owner)
         if isinstance(obj, MethodType):
@@ -374,10 +374,14 @@ class _Walker:
         self.add(nid, NodeKind.MODULE, _digest("module", module.__name__))
         return nid
 
-    def _visit_object(self, obj: object, hint: str, parts: list[tuple[str, object]], *, stateful: bool) -> str:
+    def _visit_object(
+        self, obj: object, hint: str, parts: list[tuple[str, object]], *, stateful: bool, owner: type | None = None
+    ) -> str:
         """An object walked through ``parts``. ``stateful``: its own state is data too (user
         classes); wrappers (library types, registered unwrappers, partials) digest by type
         and name only, so their internal caches filling up is not a change."""
+        if owner is not None:  # a wrapper reached through self.x: what it wraps resolves on owner
+            hint = f"{hint}@{node_id(_module_of(owner), owner.__qualname__)}"
         if stateful:
             snap = snapshot(obj)
             digest, detail = snap.digest, snap.summary
@@ -393,7 +397,7 @@ class _Walker:
             self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
             for label, value in parts:
                 kind = EdgeKind.DECORATES if label in ("func", "__wrapped__") else EdgeKind.ATTRIBUTE
-                self.edge(hint, self.visit(value, None, f"{hint}.{label}"), kind, label)
+                self.edge(hint, self.visit(value, owner, f"{hint}.{label}"), kind, label)
 
         self.work.append(expand)
         return hint

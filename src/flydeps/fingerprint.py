@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from blake3 import blake3
 
 from .discover import Discovery, discover_roots
 from .errors import DiscoveryError
 from .graph import DepGraph, NodeKind
+
+if TYPE_CHECKING:
+    from .guard import Guard
 
 __all__ = ["Fingerprint", "NodeDiff", "fingerprint", "fingerprint_roots", "transitive_digests"]
 

@@ -1,0 +1,141 @@
+"""Warm-call cost of an 8-argument FlyDSL launcher: flydeps key vs FlyDSL 0.5 vs CompiledFunction.
+
+Run (CPU-only machine; .ci/setup_rocm.sh provides the compile root)::
+
+    ROCM_PATH=/opt/flydeps-rocm ARCH=gfx942 python benchmarks/bench_jit.py [--repeat 7] [--json]
+
+One process, one kernel (5 tensors, a runtime Int32, a Constexpr and a stream), compiled for
+real. Rows, each the median of ``--repeat`` timing rounds:
+
+* ``flydeps decision``: a warm ``flydsl_runtime`` launcher call under ``COMPILE_ONLY=1``:
+  guard + argument signatures + target + env + lookup, returning where the launch would
+  start (the issue's "warm-call decision up to the launch").
+* ``FlyDSL 0.5 @flyc.jit``: FlyDSL's own warm call of the same launcher under
+  ``COMPILE_ONLY=1``: trace, print the IR, hash it, hit its memory cache, stop before the
+  launch. (Without COMPILE_ONLY it would go on to launch, which needs a GPU.)
+* ``CompiledFunction dispatch``: ``flyc.compile(...)``'s result called directly, with the
+  engine's entry point replaced by a no-op C function (there is no GPU here): FlyDSL's
+  argument packing plus one foreign call, never re-checking Python state.
+* ``flydeps call + dispatch``: a warm flydeps call that reaches the same no-op dispatch
+  (decision + the ``CompiledFunction`` call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("ARCH", "gfx942")
+os.environ.setdefault("ROCM_PATH", "/opt/flydeps-rocm")
+os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"
+
+import torch  # noqa: E402
+
+import flydsl.compiler as flydsl_flyc  # noqa: E402
+import flydsl.expr as fx  # noqa: E402
+import flydsl_runtime.flyc as flyc  # noqa: E402
+from flydsl.compiler.jit_executor import CallState  # noqa: E402
+
+BLOCK = 64
+N = 4096
+
+
+def scale(x, alpha):
+    return x * alpha
+
+
+@flyc.kernel
+def axpy4_kernel(a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor, alpha: fx.Constexpr[int]):
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    out[tid] = scale(a[tid], alpha) + b[tid] + c[tid] + d[tid]
+
+
+def axpy4(
+    a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor,
+    n: fx.Int32, alpha: fx.Constexpr[int], stream: fx.Stream = None,
+):
+    axpy4_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
+def _noop_entry() -> ctypes._CFuncPtr:
+    """A real C function taking the packed-argument pointer and doing nothing with it."""
+    libc = ctypes.CDLL(None)
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.cast(libc.getpid, ctypes.c_void_p).value)
+
+
+def _with_noop_dispatch(compiled: flydsl_flyc.CompiledFunction) -> flydsl_flyc.CompiledFunction:
+    compiled._call_state = CallState(compiled._call_spec, _noop_entry())
+    compiled._runtime_ready = True
+    return compiled
+
+
+def _per_call_us(fn: Callable[[], object], repeat: int, budget_s: float = 0.25) -> float:
+    fn()
+    start, calls = time.perf_counter(), 0
+    while time.perf_counter() - start < 0.02:
+        fn()
+        calls += 1
+    number = max(1, int(calls * budget_s / 0.02))
+    rounds = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        rounds.append((time.perf_counter() - t0) / number * 1e6)
+    return statistics.median(rounds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    opts = parser.parse_args()
+
+    args = (*(torch.zeros(N) for _ in range(5)), N, 2, None)
+    ours = flyc.jit(axpy4)
+    theirs = flydsl_flyc.jit(axpy4)
+
+    os.environ["COMPILE_ONLY"] = "1"
+    ours(*args)
+    theirs(*args)
+    rows = {
+        "flydeps decision (key + lookup, up to the launch)": _per_call_us(lambda: ours(*args), opts.repeat),
+        "FlyDSL 0.5 @flyc.jit warm call (trace + IR key + lookup)": _per_call_us(
+            lambda: theirs(*args), max(3, opts.repeat // 2), budget_s=1.0
+        ),
+    }
+    del os.environ["COMPILE_ONLY"]
+    compiled = _with_noop_dispatch(flydsl_flyc.compile(theirs, *args))
+    rows["CompiledFunction dispatch (no-op launch)"] = _per_call_us(lambda: compiled(*args), opts.repeat)
+    ours_compiled = _with_noop_dispatch(flyc.compile(ours, *args))
+    assert flyc.compile(ours, *args) is ours_compiled
+    rows["flydeps call + CompiledFunction dispatch (no-op launch)"] = _per_call_us(lambda: ours(*args), opts.repeat)
+
+    decision = rows["flydeps decision (key + lookup, up to the launch)"]
+    flydsl_warm = rows["FlyDSL 0.5 @flyc.jit warm call (trace + IR key + lookup)"]
+    summary = {
+        "python": sys.version.split()[0],
+        "rows_us": rows,
+        "speedup_vs_flydsl_warm": flydsl_warm / decision,
+        "targets": {"decision_le_10us": decision <= 10.0, "speedup_ge_1000x": flydsl_warm / decision >= 1000},
+    }
+    if opts.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return 0
+    out = ["| warm call, 8-argument launcher | µs per call |", "|---|---:|"]
+    out += [f"| {name} | {us:,.2f} |" for name, us in rows.items()]
+    out.append(f"\nflydeps decision is {flydsl_warm / decision:,.0f}x faster than FlyDSL 0.5's warm call "
+               f"(Python {summary['python']}; targets: ≤ 10 µs {'met' if decision <= 10 else 'MISSED'}, "
+               f"≥ 1000x {'met' if flydsl_warm / decision >= 1000 else 'MISSED'}).")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,260 @@
+"""Argument cache signatures: what each launcher argument specializes in the compiled code.
+
+Contract
+--------
+Input: a launcher's ``inspect.Signature`` (``self`` already split off, as FlyDSL does) and,
+per call, the arguments as one positional tuple in parameter order.
+Output: a tuple with one hashable signature per parameter, equal for two calls exactly when
+FlyDSL 0.5 would specialize them the same way:
+
+* ``Constexpr[...]`` / ``Type[...]`` parameters: the value itself is baked into the IR, so
+  the signature is ``Constexpr.value_signature(value)`` (scalars, tuples, capture-free
+  lambdas) or, for any other hashable value (a dtype class, a function), the value itself.
+  Functions passed this way are also reported by :meth:`ArgSigner.callables` so the
+  launcher can guard their code.
+* Raw ``torch.Tensor`` (and subclasses FlyDSL wraps with ``TorchTensorJitArg``): a fast path
+  from ``dtype`` and ``stride()`` alone, equal to ``TorchTensorJitArg(t).__cache_signature__()``
+  without building the adaptor (property-tested in ``tests/runtime/test_argsig.py``).
+* Everything else goes through FlyDSL's ``cache_signature`` protocol, exactly like its own
+  argument resolution: a ``JitArgument`` instance signs itself, a parameter annotated with a
+  ``JitArgument`` type (``fx.Stream``) is wrapped by that type, other values by the
+  constructor in ``JitArgumentRegistry``. A type with no ``__cache_signature__`` raises
+  :class:`ArgumentSignatureError` (a ``TypeError``) naming the parameter, the type and the fix.
+
+Dispatch is resolved once per tuple of argument types into one generated function (the
+technique FlyDSL uses for its argument fills), so a warm call does one dict lookup and one
+call; nothing here allocates FlyDSL adaptors, DLPack capsules or IR.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from flydsl.compiler.jit_argument import JitArgumentRegistry, TorchTensorJitArg, is_type_param_annotation
+from flydsl.compiler.protocol import cache_signature
+from flydsl.expr.numeric import Numeric
+from flydsl.expr.typing import Constexpr, Stream
+
+__all__ = ["ArgSigner", "ArgumentSignatureError", "tensor_signature"]
+
+
+# Signature methods whose result is ``(type(self),)`` whatever the value (read from FlyDSL
+# 0.5's sources; tests/runtime/test_argsig.py fails if FlyDSL changes them). A scalar or a
+# stream then signs without constructing its JitArgument.
+_VALUE_FREE_SIGNATURES = (Numeric.__cache_signature__, Stream.__cache_signature__)
+
+_TENSOR_MEMO_LIMIT = 4096
+_TYPE_PLAN_LIMIT = 256
+
+
+class ArgumentSignatureError(TypeError):
+    """An argument's type cannot say what it specializes, so it cannot be keyed safely."""
+
+    def __init__(self, launcher: str, param: str, value_type: type, why: str) -> None:
+        self.launcher, self.param, self.value_type = launcher, param, value_type
+        tname = f"{value_type.__module__}.{value_type.__qualname__}"
+        super().__init__(
+            f"{launcher}(): argument {param!r} of type {tname} {why}. Every runtime argument of a "
+            "launcher needs a cache signature: pass a JitArgument that implements "
+            "__cache_signature__, register a constructor with "
+            "flyc.JitArgumentRegistry.register(...), or annotate the parameter as fx.Constexpr."
+        )
+
+
+def _tensor_signature_slow(tensor: Any) -> Hashable:
+    """FlyDSL's own signature, used when the fast path does not apply (and for its errors)."""
+    return TorchTensorJitArg(tensor).__cache_signature__()
+
+
+_tensor_memo: dict[tuple[Any, tuple[int, ...]], tuple] = {}
+
+
+def tensor_signature(tensor: Any) -> Hashable:
+    """``TorchTensorJitArg(tensor).__cache_signature__()`` from tensor metadata only.
+
+    FlyDSL wraps a raw tensor layout-dynamic: every shape entry and every stride except the
+    first unit stride become ``-1``, and the alignment is the element size. So the signature
+    is a function of ``(dtype, stride())``, memoised on that pair. A tensor without a unit
+    stride takes FlyDSL's path, which raises FlyDSL's own error.
+    """
+    key = (tensor.dtype, tensor.stride())
+    sig = _tensor_memo.get(key)
+    return sig if sig is not None else _tensor_signature_uncached(tensor, key)
+
+
+def _tensor_signature_uncached(tensor: Any, key: tuple[Any, tuple[int, ...]]) -> Hashable:
+    dtype, strides = key
+    if 1 not in strides:
+        return _tensor_signature_slow(tensor)
+    unit, rank = strides.index(1), len(strides)
+    stride_sig = tuple(1 if i == unit else -1 for i in range(rank))
+    sig = (TorchTensorJitArg, dtype, tensor.element_size(), False, (-1,) * rank, stride_sig)
+    if len(_tensor_memo) >= _TENSOR_MEMO_LIMIT:
+        _tensor_memo.clear()
+    _tensor_memo[key] = sig
+    return sig
+
+
+# A resolved slot: how one argument of one concrete type is signed.
+#   ("const", sig)  the signature does not depend on the value
+#   ("tensor", None)  the raw-tensor fast path
+#   ("scalar", t)  a Constexpr bool/int/float/str: (t, value), as Constexpr.value_signature
+#   ("call", fn)  anything else: fn(value)
+Slot = tuple[str, Any]
+_SCALARS = (bool, int, float, str)
+
+
+def _self_signing(value: Any) -> Hashable:
+    return value.__cache_signature__()
+
+
+def _constructed_by(ctor: Callable[[Any], Any]) -> Slot:
+    sig_method = getattr(ctor, "__cache_signature__", None)
+    if isinstance(ctor, type) and sig_method in _VALUE_FREE_SIGNATURES:
+        return ("const", (ctor,))
+    return ("call", lambda value: cache_signature(ctor(value)))
+
+
+def _is_jit_argument_type(tp: type) -> bool:
+    return hasattr(tp, "__get_ir_types__") and hasattr(tp, "__c_abi_spec__")
+
+
+def _jit_argument_slot(tp: type) -> Slot | str:
+    if hasattr(tp, "__cache_signature__"):
+        return ("call", _self_signing)
+    return "is a JitArgument without __cache_signature__"
+
+
+def _runtime_slot(tp: type) -> Slot | str:
+    """How a runtime value of type ``tp`` is signed, or why it cannot be."""
+    if _is_jit_argument_type(tp):
+        return _jit_argument_slot(tp)
+    if tp in (tuple, list, types.SimpleNamespace):
+        return ("call", cache_signature)
+    ctor, _dsl_type = JitArgumentRegistry.get(tp)
+    if ctor is None:
+        return "is neither a JitArgument nor registered in flyc.JitArgumentRegistry"
+    if ctor is TorchTensorJitArg:
+        return ("tensor", None)
+    if not hasattr(ctor, "__cache_signature__"):
+        return f"is registered with constructor {getattr(ctor, '__qualname__', ctor)!r}, which has no __cache_signature__"
+    return _constructed_by(ctor)
+
+
+def _annotated_slot(ann: type, tp: type) -> Slot | str:
+    # FlyDSL keeps a value that already is a JitArgument; only others are wrapped by the annotation.
+    return _jit_argument_slot(tp) if _is_jit_argument_type(tp) else _constructed_by(ann)
+
+
+def _constexpr_signature(value: Any) -> Hashable:
+    try:
+        return Constexpr.value_signature(value)
+    except TypeError:
+        hash(value)  # a dtype class, a function, an enum: identity is what the trace used
+        return ("value", value)
+
+
+def _constexpr_slot(tp: type) -> Slot:
+    return ("scalar", tp) if tp in _SCALARS else ("call", _constexpr_signature)
+
+
+def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
+    """One generated function per argument-type tuple: no per-argument dispatch or call."""
+    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature}
+    terms = []
+    for i, (kind, payload) in enumerate(slots):
+        if kind == "const":
+            ns[f"c{i}"] = payload
+            terms.append(f"c{i}")
+        elif kind == "tensor":
+            terms.append(f"(_tm.get((a{i}.dtype, a{i}.stride())) or _ts(a{i}))")
+        elif kind == "scalar":
+            ns[f"t{i}"] = payload
+            terms.append(f"(t{i}, a{i})")
+        else:
+            ns[f"f{i}"] = payload
+            terms.append(f"f{i}(a{i})")
+    params = "".join(f"a{i}, " for i in range(len(slots)))
+    src = f"def sign(args):\n    ({params}) = args\n    return ({''.join(t + ', ' for t in terms)})\n"
+    exec(compile(src, "<flydsl_runtime-argsig>", "exec"), ns)
+    return ns["sign"]
+
+
+class ArgSigner:
+    """Signs the argument tuples of one launcher; built once per launcher signature."""
+
+    __slots__ = ("_launcher", "_names", "_kinds", "_callable_slots", "_by_types")
+
+    def __init__(self, launcher: str, signature: inspect.Signature) -> None:
+        self._launcher = launcher
+        self._names = tuple(signature.parameters)
+        kinds: list[Callable[[type], Slot | str]] = []
+        callable_slots: list[int] = []
+        for index, param in enumerate(signature.parameters.values()):
+            ann = param.annotation
+            if ann is not inspect.Parameter.empty and (
+                Constexpr.is_constexpr_annotation(ann) or is_type_param_annotation(ann)
+            ):
+                kinds.append(_constexpr_slot)
+                callable_slots.append(index)
+            elif isinstance(ann, type) and _is_jit_argument_type(ann) and ann is not Constexpr:
+                kinds.append(functools.partial(_annotated_slot, ann))
+            else:
+                kinds.append(_runtime_slot)
+        self._kinds = tuple(kinds)
+        self._callable_slots = tuple(callable_slots)
+        self._by_types: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    def __call__(self, args: tuple) -> tuple:
+        """One signature per parameter; ``args`` holds every parameter positionally."""
+        types_ = tuple(map(type, args))
+        sign = self._by_types.get(types_)
+        if sign is None:
+            sign = self._plan_for(args, types_)
+        try:
+            return sign(args)
+        except TypeError as exc:
+            index = self._failing(types_, args)
+            if index is None:
+                raise
+            raise self._error(index, args[index], f"has no usable cache signature ({exc})") from exc
+
+    def _plan_for(self, args: tuple, types_: tuple[type, ...]) -> Callable[[tuple], tuple]:
+        if len(args) != len(self._kinds):
+            raise TypeError(f"{self._launcher}() takes {len(self._kinds)} arguments, {len(args)} given")
+        slots = []
+        for index, (kind, tp) in enumerate(zip(self._kinds, types_)):
+            slot = kind(tp)
+            if isinstance(slot, str):
+                raise self._error(index, args[index], slot)
+            slots.append(slot)
+        sign = _compile_plan(tuple(slots))
+        if len(self._by_types) >= _TYPE_PLAN_LIMIT:
+            self._by_types.clear()
+        self._by_types[types_] = sign
+        return sign
+
+    def _failing(self, types_: tuple[type, ...], args: tuple) -> int | None:
+        for index, (kind, tp) in enumerate(zip(self._kinds, types_)):
+            try:
+                _compile_plan((kind(tp),))((args[index],))  # type: ignore[arg-type]
+            except TypeError:
+                return index
+        return None
+
+    def callables(self, args: tuple) -> tuple[Callable[..., Any], ...]:
+        """Functions passed as compile-time values: their code is traced, so it is a dependency."""
+        return tuple(
+            args[i] for i in self._callable_slots if isinstance(args[i], (types.FunctionType, types.MethodType))
+        )
+
+    def _error(self, index: int, value: Any, why: str) -> ArgumentSignatureError:
+        return ArgumentSignatureError(self._launcher, self._names[index], type(value), why)
