@@ -1,7 +1,10 @@
-"""Optional C extension of flydeps (CPython >= 3.12 watcher backend); all metadata is in pyproject.toml.
+"""Optional C extensions of flydeps; all metadata is in pyproject.toml.
 
-The extension is optional: when it cannot be built (no compiler, no Python headers, older or
-non-CPython interpreter) the install still succeeds and ``flydeps._watch`` falls back to ctypes.
+* ``flydeps._watchext`` (CPython >= 3.12): dict/type/function watcher backend of ``flydeps._watch``.
+* ``flydeps._fastcache`` (CPython >= 3.10): the warm-hit path of ``flydeps.cached_factory``.
+
+Both are optional: when one cannot be built (no compiler, no Python headers, older or
+non-CPython interpreter) the install still succeeds and the pure-Python paths are used.
 """
 
 import platform
@@ -12,5 +15,7 @@ from setuptools import Extension, setup
 ext_modules = []
 if platform.python_implementation() == "CPython" and sys.version_info >= (3, 12):
     ext_modules.append(Extension("flydeps._watchext", ["src/flydeps/_watchext.c"], optional=True))
+if platform.python_implementation() == "CPython" and sys.version_info >= (3, 10):
+    ext_modules.append(Extension("flydeps._fastcache", ["src/flydeps/_fastcache.c"], optional=True))
 
 setup(ext_modules=ext_modules)

@@ -93,7 +93,11 @@ def main() -> None:
     args = parser.parse_args()
     warm = measure([int(c) for c in args.counts.split(",")], args.number, args.repeat)
     cold = measure([int(c) for c in args.cold_counts.split(",")], 200, 3)
-    info = f"CPython {platform.python_version()}, watchers: {_watch.BACKEND if _watch.AVAILABLE else 'none'}"
+    hit_path = "C" if flydeps.factory._use_fastcache() else "Python"  # FLYDEPS_FASTCACHE=0: Python
+    info = (
+        f"CPython {platform.python_version()}, watchers: {_watch.BACKEND if _watch.AVAILABLE else 'none'}, "
+        f"hit path: {hit_path}"
+    )
     if args.json:
         print(json.dumps({"python": info, "warm": warm, "cold": cold}, indent=2))
         return

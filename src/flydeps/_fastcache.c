@@ -2,23 +2,26 @@
  *
  * Contract (the Python side is flydeps/factory.py, which owns every slow path):
  *
- *   FastCache(maxsize: int | None, typed: bool, slow, gen_cell: list)
+ *   FastCache(maxsize: int | None, typed: bool, slow, gen_cell: list, kwd_mark: object)
  *       The object users call in place of the decorated factory (factory.py attaches
  *       __wrapped__, cache_info, ... to its __dict__ with functools.update_wrapper).
  *       maxsize None: unbounded; 0: every call goes to slow(); n > 0: LRU, n entries.
  *
  *   __call__(*args, **kwargs)
- *       maxsize == 0 or kwargs      -> slow(args, kwargs or None, None)
- *       key = lru_cache's key: typed: (args, tuple(map(type, args))); untyped: args[0] when
- *             it is the only argument and an exact int or str, else args. Identical to
- *             factory._plain_key/_typed_key (unhashable args: the dict's TypeError propagates).
- *       no entry                    -> slow(args, None, None)
+ *       maxsize == 0                -> slow(args, kwargs or None, None)
+ *       key = lru_cache's key, identical to factory._plain_key/_typed_key:
+ *             untyped: args[0] when it is the only argument and an exact int or str, else
+ *             args; with kwargs (args, kwd_mark, *kwargs.items()).
+ *             typed: (args, tuple(map(type, args))); with kwargs
+ *             (args, types, kwd_mark, *kwargs.items(), *map(type, kwargs.values())).
+ *             Unhashable arguments: the dict's TypeError propagates.
+ *       no entry                    -> slow(args, kwargs or None, None)
  *       entry.fast, validated before, watch version and audit generation unchanged since,
  *       and every closure cell still holds its expected object
  *                                   -> hit (no Python code runs): hits += 1, LRU touch, value
  *       else v, g = watch version, audit generation (read BEFORE the call); entry.check():
  *         true  -> remember (v, g) for this entry, hits += 1, LRU touch, value
- *         false -> slow(args, None, entry)   (entry: the stale one, for revalidation)
+ *         false -> slow(args, kwargs or None, entry)   (the stale entry, for revalidation)
  *       slow(args, kwargs, stale) must do the counting, building and storing itself.
  *
  *   An entry is a tuple (check, value, fingerprint, cells, expected, fast) (factory._Entry):
@@ -30,8 +33,8 @@
  *   changes are audited (gen_cell is flydeps._audit._GEN, a one-element list whose int is
  *   replaced on every __code__/__defaults__/__kwdefaults__ assignment; compared by
  *   identity against a held reference, so a seen object cannot be recycled). Without the
- *   capsule (CPython < 3.12, FLYDEPS_WATCH=off builds, a stale _watchext) fast is ignored
- *   and every hit calls check().
+ *   capsule (CPython < 3.12, _watchext not built or too old) fast is ignored and every hit
+ *   calls check(); with FLYDEPS_WATCH=off|ctypes, Guard.fast_parts() reports fast=False.
  *
  *   Methods for the slow path (all atomic under the GIL; none calls user code except key
  *   hashing/comparison and the deallocation of dropped values):
@@ -43,15 +46,20 @@
  *     discard(key, entry=None) -> bool      remove (only if it is still entry, when given)
  *     items() -> [(key, entry)]             least recently used first
  *     clear()                               drop every entry, reset hits and misses
- *     add_hit(), add_miss()                 counters, read through .hits / .misses
+ *     add_hit(), add_miss()                 counters, read through .hits / .misses (read-only:
+ *                                           a Python `+= 1` could lose a concurrent C increment)
  *     len(cache), .maxsize, .typed
+ *     _link_state(key) -> (fast, validated) | None   test hook
+ *   Module constant WATCH_API: 1 when the watcher counter was found (fast entries possible).
  *   Descriptor: on an instance it returns a bound method (lru_cache semantics on methods).
  *
  * Design (model: CPython Modules/_functoolsmodule.c, bounded_lru_cache_wrapper):
  *   key -> Link in a dict; every Link of the dict is also in a circular doubly linked list
  *   (root.next = least recently used). A touch is O(1) pointer surgery (skipped when
  *   unbounded). The list owns one reference to each linked Link, so a Link is never freed
- *   while linked, and `linked` (not the pointers) says whether it is in the list.
+ *   while linked, and `linked` (not the pointers) says whether it is in the list. clear()
+ *   empties the dict in place (never frees it under a running lookup) and unlinks every
+ *   Link before releasing any reference.
  *   Reentrancy: check(), slow(), key __eq__/__hash__ and deallocations run Python code that
  *   may clear the cache, store, recurse or switch threads. The call path holds its own
  *   references to the Link and the entry across such calls and never uses a borrowed one
@@ -130,6 +138,7 @@ typedef struct {
     int typed;
     PyObject *slow;
     PyObject *gen_cell;
+    PyObject *kwd_mark;
     PyObject *dict;
     PyObject *weakreflist;
 } FastCache;
@@ -176,25 +185,34 @@ list_touch(FastCache *self, Link *link)
     self->root.prev = link;
 }
 
-/* Empty dict and list; every reference is released only once both are consistent. */
+/* Empty dict and list (keep_dict: clear the dict in place, else release it); every
+ * reference is released only once both are consistent. The dict object itself survives a
+ * clear(), so a dict operation running user code (a key's __eq__) never sees it freed. */
 static void
-detach_all(FastCache *self, PyObject *new_cache)
+detach_all(FastCache *self, int keep_dict)
 {
     /* Pass 1: mark every Link unlinked, keeping `next` to walk them afterwards. */
     Link *first = self->root.next;
     for (Link *l = first; l != &self->root; l = l->next) {
         l->linked = 0;
     }
-    Link *end = &self->root;
-    self->root.prev->next = NULL; /* chain ends with NULL */
+    self->root.prev->next = NULL; /* the detached chain ends with NULL */
+    if (first == &self->root) {
+        first = NULL;
+    }
     self->root.next = self->root.prev = &self->root;
     self->nlinked = 0;
-    PyObject *old = self->cache;
-    self->cache = new_cache;
-    Py_XDECREF(old);
+    if (keep_dict) {
+        if (self->cache != NULL) {
+            PyDict_Clear(self->cache);
+        }
+    }
+    else {
+        Py_CLEAR(self->cache);
+    }
     /* Pass 2: drop the list's references (may run arbitrary code; the cache is empty and
        consistent, and nothing relinks an unlinked Link or rewrites its pointers). */
-    for (Link *l = first; l != NULL && l != end;) {
+    for (Link *l = first; l != NULL;) {
         Link *next = l->next;
         l->prev = l->next = NULL;
         Py_DECREF(l);
@@ -225,11 +243,12 @@ current_gen(FastCache *self)
     return PyList_GET_SIZE(self->gen_cell) > 0 ? PyList_GET_ITEM(self->gen_cell, 0) : NULL;
 }
 
+/* The key (see the contract); kwds is NULL or non-empty. Runs no Python code. */
 static PyObject *
-make_key(FastCache *self, PyObject *args)
+make_key(FastCache *self, PyObject *args, PyObject *kwds)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (!self->typed) {
+    if (!self->typed && kwds == NULL) {
         if (n == 1) {
             PyObject *a = PyTuple_GET_ITEM(args, 0);
             if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a)) {
@@ -238,15 +257,41 @@ make_key(FastCache *self, PyObject *args)
         }
         return Py_NewRef(args);
     }
-    PyObject *types = PyTuple_New(n);
-    if (types == NULL) {
+    Py_ssize_t nkw = kwds ? PyDict_GET_SIZE(kwds) : 0;
+    Py_ssize_t head = self->typed ? 2 : 1;
+    PyObject *key = PyTuple_New(head + (nkw ? 1 + nkw * (self->typed ? 2 : 1) : 0));
+    if (key == NULL) {
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(args));
+    if (self->typed) {
+        PyObject *types = PyTuple_New(n);
+        if (types == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i))));
+        }
+        PyTuple_SET_ITEM(key, 1, types);
     }
-    PyObject *key = PyTuple_Pack(2, args, types);
-    Py_DECREF(types);
+    if (nkw) {
+        PyTuple_SET_ITEM(key, head, Py_NewRef(self->kwd_mark));
+        PyObject *k, *v;
+        Py_ssize_t pos = 0, i = head + 1;
+        while (PyDict_Next(kwds, &pos, &k, &v)) {
+            PyObject *item = PyTuple_Pack(2, k, v);
+            if (item == NULL) {
+                Py_DECREF(key); /* unset slots are NULL: tuple dealloc skips them */
+                return NULL;
+            }
+            PyTuple_SET_ITEM(key, i, item);
+            if (self->typed) {
+                PyTuple_SET_ITEM(key, i + nkw, Py_NewRef((PyObject *)Py_TYPE(v)));
+            }
+            i++;
+        }
+    }
     return key;
 }
 
@@ -281,10 +326,13 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     if (!cache_alive(self)) {
         return NULL;
     }
-    if (self->maxsize == 0 || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) == 0) {
+        kwds = NULL;
+    }
+    if (self->maxsize == 0) {
         return call_slow(self, args, kwds, Py_None);
     }
-    PyObject *key = make_key(self, args);
+    PyObject *key = make_key(self, args, kwds);
     if (key == NULL) {
         return NULL;
     }
@@ -294,7 +342,7 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
         if (PyErr_Occurred()) {
             return NULL;
         }
-        return call_slow(self, args, NULL, Py_None);
+        return call_slow(self, args, kwds, Py_None);
     }
     Py_INCREF(link);
     PyObject *entry = link->entry;
@@ -332,7 +380,7 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     Py_XDECREF(g);
     Py_DECREF(link);
     if (ok == 0) {
-        value = call_slow(self, args, NULL, entry);
+        value = call_slow(self, args, kwds, entry);
     }
     Py_DECREF(entry);
     return value;
@@ -382,6 +430,17 @@ link_set_entry(Link *link, PyObject *entry, int fast)
     Py_DECREF(old_entry);
 }
 
+/* Remove link->key from the dict if it still maps to link: 0, or -1 with an exception. */
+static int
+dict_del_if(FastCache *self, Link *link)
+{
+    PyObject *cur = PyDict_GetItemWithError(self->cache, link->key);
+    if (cur == (PyObject *)link) {
+        return PyDict_DelItem(self->cache, link->key);
+    }
+    return (cur == NULL && PyErr_Occurred()) ? -1 : 0;
+}
+
 /* Evict least recently used Links while the dict is larger than maxsize. */
 static int
 evict(FastCache *self)
@@ -390,14 +449,7 @@ evict(FastCache *self)
            self->root.next != &self->root) {
         Link *old = self->root.next;
         list_unlink(self, old); /* we now own the list's reference */
-        int rc = 0;
-        PyObject *cur = PyDict_GetItemWithError(self->cache, old->key);
-        if (cur == (PyObject *)old) {
-            rc = PyDict_DelItem(self->cache, old->key);
-        }
-        else if (cur == NULL && PyErr_Occurred()) {
-            rc = -1;
-        }
+        int rc = dict_del_if(self, old);
         Py_DECREF(old);
         if (rc < 0) {
             return -1;
@@ -406,11 +458,21 @@ evict(FastCache *self)
     return 0;
 }
 
+/* 1 when lo <= nargs <= hi, else 0 with a TypeError naming the signature. */
+static int
+nargs_ok(Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi, const char *signature)
+{
+    if (nargs >= lo && nargs <= hi) {
+        return 1;
+    }
+    PyErr_Format(PyExc_TypeError, "%s takes %zd to %zd arguments (%zd given)", signature, lo, hi, nargs);
+    return 0;
+}
+
 static PyObject *
 fc_store(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "store(key, entry) takes 2 arguments");
+    if (!nargs_ok(nargs, 2, 2, "store(key, entry)")) {
         return NULL;
     }
     PyObject *key = args[0], *entry = args[1];
@@ -467,8 +529,7 @@ find(FastCache *self, PyObject *key)
 static PyObject *
 fc_get(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "get(key, default=None) takes 1 or 2 arguments");
+    if (!nargs_ok(nargs, 1, 2, "get(key, default=None)")) {
         return NULL;
     }
     Link *link = find(self, args[0]);
@@ -495,8 +556,7 @@ fc_touch(FastCache *self, PyObject *key)
 static PyObject *
 fc_replace(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "replace(key, old, new) takes 3 arguments");
+    if (!nargs_ok(nargs, 3, 3, "replace(key, old, new)")) {
         return NULL;
     }
     int fast;
@@ -518,8 +578,7 @@ fc_replace(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 fc_discard(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "discard(key, entry=None) takes 1 or 2 arguments");
+    if (!nargs_ok(nargs, 1, 2, "discard(key, entry=None)")) {
         return NULL;
     }
     Link *link = find(self, args[0]);
@@ -534,19 +593,25 @@ fc_discard(FastCache *self, PyObject *const *args, Py_ssize_t nargs)
         list_unlink(self, link);
         Py_DECREF(link); /* the list's reference; ours keeps it alive */
     }
-    int rc = 0;
-    PyObject *cur = PyDict_GetItemWithError(self->cache, link->key);
-    if (cur == (PyObject *)link) {
-        rc = PyDict_DelItem(self->cache, link->key);
-    }
-    else if (cur == NULL && PyErr_Occurred()) {
-        rc = -1;
-    }
+    int rc = dict_del_if(self, link);
     Py_DECREF(link);
     if (rc < 0) {
         return NULL;
     }
     Py_RETURN_TRUE;
+}
+
+/* Test hook: (fast, validated) of the entry under key, or None. */
+static PyObject *
+fc_link_state(FastCache *self, PyObject *key)
+{
+    Link *link = find(self, key);
+    if (link == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *res = Py_BuildValue("(OO)", link->fast ? Py_True : Py_False, link->g_seen ? Py_True : Py_False);
+    Py_DECREF(link);
+    return res;
 }
 
 static PyObject *
@@ -556,19 +621,34 @@ fc_items(FastCache *self, PyObject *unused)
     if (!cache_alive(self)) {
         return NULL;
     }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        return NULL;
+    /* Allocation may run a garbage collection and so finalizers that change the list:
+       allocate first, then take references to the Links without allocating, then build. */
+    PyObject *out;
+    Py_ssize_t n;
+    for (;;) {
+        n = self->nlinked;
+        out = PyList_New(n);
+        if (out == NULL) {
+            return NULL;
+        }
+        if (n == self->nlinked) {
+            break;
+        }
+        Py_DECREF(out);
     }
-    /* Building tuples runs no Python code, so the list cannot change during the walk. */
-    for (Link *l = self->root.next; l != &self->root; l = l->next) {
+    Py_ssize_t i = 0;
+    for (Link *l = self->root.next; l != &self->root && i < n; l = l->next) {
+        PyList_SET_ITEM(out, i++, Py_NewRef((PyObject *)l));
+    }
+    for (i = 0; i < n; i++) {
+        Link *l = (Link *)PyList_GET_ITEM(out, i);
         PyObject *pair = PyTuple_Pack(2, l->key, l->entry);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
+        if (pair == NULL) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(pair);
+        PyList_SET_ITEM(out, i, pair);
+        Py_DECREF(l);
     }
     return out;
 }
@@ -577,12 +657,8 @@ static PyObject *
 fc_clear(FastCache *self, PyObject *unused)
 {
     (void)unused;
-    PyObject *fresh = PyDict_New();
-    if (fresh == NULL) {
-        return NULL;
-    }
     self->hits = self->misses = 0;
-    detach_all(self, fresh);
+    detach_all(self, 1);
     Py_RETURN_NONE;
 }
 
@@ -642,11 +718,11 @@ fc_descr_get(PyObject *self, PyObject *obj, PyObject *type)
 static PyObject *
 fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"maxsize", "typed", "slow", "gen_cell", NULL};
-    PyObject *maxsize_obj, *slow, *gen_cell;
+    static char *kwlist[] = {"maxsize", "typed", "slow", "gen_cell", "kwd_mark", NULL};
+    PyObject *maxsize_obj, *slow, *gen_cell, *kwd_mark;
     int typed;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OpOO!:FastCache", kwlist, &maxsize_obj, &typed, &slow,
-                                     &PyList_Type, &gen_cell)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OpOO!O:FastCache", kwlist, &maxsize_obj, &typed, &slow,
+                                     &PyList_Type, &gen_cell, &kwd_mark)) {
         return NULL;
     }
     Py_ssize_t maxsize = -1;
@@ -679,6 +755,7 @@ fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->hits = self->misses = 0;
     self->slow = Py_NewRef(slow);
     self->gen_cell = Py_NewRef(gen_cell);
+    self->kwd_mark = Py_NewRef(kwd_mark);
     return (PyObject *)self;
 }
 
@@ -693,6 +770,7 @@ fc_traverse(FastCache *self, visitproc visit, void *arg)
     Py_VISIT(self->cache);
     Py_VISIT(self->slow);
     Py_VISIT(self->gen_cell);
+    Py_VISIT(self->kwd_mark);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -701,13 +779,14 @@ static int
 fc_tp_clear(FastCache *self)
 {
     if (self->root.next != NULL) { /* NULL before tp_new initialised the list */
-        detach_all(self, NULL);
+        detach_all(self, 0);
     }
     else {
         Py_CLEAR(self->cache);
     }
     Py_CLEAR(self->slow);
     Py_CLEAR(self->gen_cell);
+    Py_CLEAR(self->kwd_mark);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -772,6 +851,7 @@ static PyMethodDef fc_methods[] = {
      "replace(key, old, new) -> bool: swap in place if the entry is still old"},
     {"discard", (PyCFunction)(void (*)(void))fc_discard, METH_FASTCALL,
      "discard(key, entry=None) -> bool: remove (only if still entry, when given)"},
+    {"_link_state", (PyCFunction)fc_link_state, METH_O, "(fast, validated) of an entry (tests)"},
     {"items", (PyCFunction)fc_items, METH_NOARGS, "items() -> [(key, entry)], least recently used first"},
     {"clear", (PyCFunction)fc_clear, METH_NOARGS, "clear(): drop every entry, reset the counters"},
     {"add_hit", (PyCFunction)fc_add_hit, METH_NOARGS, "count one hit"},
@@ -794,7 +874,7 @@ static PyTypeObject FastCacheType = {
     .tp_as_mapping = &fc_as_mapping,
     .tp_call = (ternaryfunc)fc_call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "FastCache(maxsize, typed, slow, gen_cell): the C hit path of flydeps.cached_factory.",
+    .tp_doc = "FastCache(maxsize, typed, slow, gen_cell, kwd_mark): the C hit path of flydeps.cached_factory.",
     .tp_traverse = (traverseproc)fc_traverse,
     .tp_clear = (inquiry)fc_tp_clear,
     .tp_weaklistoffset = offsetof(FastCache, weakreflist),
@@ -822,7 +902,13 @@ PyInit__fastcache(void)
     if (m == NULL) {
         return NULL;
     }
-    const FlydepsWatchAPI *api = (const FlydepsWatchAPI *)PyCapsule_Import(FLYDEPS_WATCH_CAPSULE, 0);
+    /* PyCapsule_Import only walks attributes: import the submodule first. */
+    PyObject *watchext = PyImport_ImportModule("flydeps._watchext");
+    const FlydepsWatchAPI *api = NULL;
+    if (watchext != NULL) {
+        api = (const FlydepsWatchAPI *)PyCapsule_Import(FLYDEPS_WATCH_CAPSULE, 0);
+        Py_DECREF(watchext);
+    }
     if (api == NULL) {
         PyErr_Clear(); /* no watcher extension here: entries are never fast */
     }

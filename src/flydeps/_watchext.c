@@ -10,6 +10,9 @@
  *   _set_broken()              from now on every version() call returns a new value (used when
  *                               a watcher slot could not be had: callers then always re-check).
  *   _info()                    dict of watcher ids and bookkeeping sizes (tests, logging).
+ *   _C_API                     capsule "flydeps._watchext._C_API" holding a FlydepsWatchAPI
+ *                               {abi = 1, version}: version() from C without a Python call
+ *                               (flydeps/_fastcache.c reads it on every cached_factory hit).
  *
  * Watchers are registered lazily, once per process, on the first watch_* call of each kind.
  * Callbacks never call into the C-API (so a pending exception on entry is left untouched),
@@ -254,18 +257,33 @@ rearm_types(void)
 
 /* ---- module functions ---- */
 
-static PyObject *
-w_version(PyObject *self, PyObject *unused)
+/* version() for C callers: never fails, never leaves an exception set. */
+static unsigned long long
+api_version(void)
 {
-    (void)self;
-    (void)unused;
     if (rearm_pending) {
         rearm_types();
     }
     if (broken) {
         counter++;
     }
-    return PyLong_FromUnsignedLongLong(counter);
+    return counter;
+}
+
+/* Layout shared with _fastcache.c (bump abi on any change). */
+typedef struct {
+    unsigned int abi;
+    unsigned long long (*version)(void);
+} FlydepsWatchAPI;
+
+static const FlydepsWatchAPI c_api = {1u, api_version};
+
+static PyObject *
+w_version(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(api_version());
 }
 
 static PyObject *
@@ -406,5 +424,15 @@ static struct PyModuleDef moddef = {
 PyMODINIT_FUNC
 PyInit__watchext(void)
 {
-    return PyModule_Create(&moddef);
+    PyObject *m = PyModule_Create(&moddef);
+    if (m == NULL) {
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New((void *)&c_api, "flydeps._watchext._C_API", NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

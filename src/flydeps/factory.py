@@ -14,11 +14,12 @@ the user's function runs.
 
 Hit path. Where the optional C extension ``flydeps._fastcache`` was built (CPython >= 3.10)
 the decorated factory *is* a ``FastCache`` object: its ``__call__`` computes lru_cache's
-key, finds the entry and, when the entry's guard is "fast" (every namespace watched by
-``flydeps._watchext`` on CPython >= 3.12, no mutable-value checks, audit hook on), answers
-from two counters and the closure cells without running any Python code; otherwise it
-calls the guard's generated ``check()``. Everything else (kwargs calls, misses, failed
-guards, counting them) goes to :meth:`_FactoryCache._slow`, the same code for both paths.
+key (``_plain_key``/``_typed_key``, kwargs included), finds the entry and, when the
+entry's guard is "fast" (every namespace watched by ``flydeps._watchext`` on CPython >=
+3.12, no mutable-value checks, audit hook on), answers from two counters and the closure
+cells without running any Python code; otherwise it calls the guard's generated
+``check()``. Everything else (misses, failed guards, counting them) goes to
+:meth:`_FactoryCache._slow`, the same code for both paths.
 Without the extension, or with ``FLYDEPS_FASTCACHE=0`` in the environment when the factory
 is decorated, a Python closure does the same with an ``OrderedDict`` (``_PyEntries``).
 Both paths give identical ``cache_info()`` numbers, LRU order and errors. The contract
@@ -205,7 +206,7 @@ class _FactoryCache:
         self.pending: dict[object, tuple[threading.Event, int]] = {}
         wrapper: Any
         if _use_fastcache():
-            wrapper = self.entries = _fastcache.FastCache(maxsize, typed, self._slow, _audit._GEN)
+            wrapper = self.entries = _fastcache.FastCache(maxsize, typed, self._slow, _audit._GEN, _KWD_MARK)
         else:
             self.entries = _PyEntries(maxsize)
             wrapper = self._make_wrapper(self.entries)
@@ -216,9 +217,9 @@ class _FactoryCache:
         self.wrapper = wrapper
 
     def _make_wrapper(self, entries: _PyEntries) -> Callable[..., Any]:
-        # Built for the hit path: the untyped positional key is the args tuple itself, the
-        # entry is read by index, counters live in a list cell. lru_cache's own hit costs
-        # ~70 ns, so every avoided attribute lookup counts (benchmarks/bench_factory.py).
+        # The Python hit path (no C extension, or FLYDEPS_FASTCACHE=0): the entry is read by
+        # index and the counters live in a list cell. lru_cache's own hit costs ~70 ns, so
+        # every avoided attribute lookup counts (benchmarks/bench_factory.py).
         make_key, slow, func = self.make_key, self._slow, self.func
         cache_get, stats = entries.data.get, entries.stats
 
@@ -268,15 +269,15 @@ class _FactoryCache:
 
     # -- slow path -------------------------------------------------------------------
     def _slow(self, args: tuple, kwds: dict | None, stale: _Entry | None) -> Any:
-        """Everything the hit paths do not answer: ``kwds`` calls (C path), misses, and
-        ``stale`` entries whose ``check()`` failed (revalidated, else rebuilt)."""
+        """Everything the hit paths do not answer: misses, and ``stale`` entries whose
+        ``check()`` failed (revalidated, else rebuilt)."""
         kwds = kwds or {}
         if self.maxsize == 0:
             self.entries.add_miss()
             return self.func(*args, **kwds)
         key = self.make_key(args, kwds)
         entry = stale
-        if entry is None:  # not looked up yet (kwds on the C path), or a miss: look again
+        if entry is None:  # a miss: look again (another thread may have built it meanwhile)
             entry = self.entries.get(key)
             if entry is not None and entry[0]():
                 self.entries.add_hit()

@@ -77,7 +77,10 @@ class Guard:
         self._mutables: tuple[tuple[str, MutableWatch], ...] = discovery.mutables
         _audit.install()
         # [watch version, audit generation] as last seen valid; re-baselined by check()
-        self._state = [_watch.version(), _audit.generation()]
+        # Start from values no counter ever has: the first check() compares every binding
+        # with what discovery saw, so a change between discovery and the watchers'
+        # registration cannot slip through.
+        self._state = [-1, -1]
         self.check = _compile_check(self._bindings, self._mutables, self._state)
         self._fast = _fast_parts(self._bindings, self._mutables)
 
