@@ -19,7 +19,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+from types import CodeType, FunctionType, MethodType, ModuleType
 
 from blake3 import blake3
 
@@ -27,7 +27,21 @@ from . import _origin
 from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
 from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
 from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
-from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
+from ._objects import (
+    c_module,
+    class_id,
+    code_members,
+    defining_class,
+    function_qualname,
+    is_c_callable,
+    is_external_type,
+    is_member_code,
+    location,
+    module_of,
+    object_qualname,
+    safe_name,
+)
+from .graph import DepGraph, Edge, EdgeKind, Node, NodeKind, external_id, node_id, unresolved_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
 
@@ -87,25 +101,6 @@ def discover_roots(roots: Sequence[tuple[object, type | None, str]]) -> Discover
     walker.run()
     edges = tuple(dict.fromkeys(walker.edges))
     return Discovery(DepGraph(ids, walker.nodes, edges), tuple(walker.bindings), tuple(walker.mutables))
-
-
-def _location(code: CodeType) -> Location:
-    return Location(code.co_filename.rsplit("/", 1)[-1], code.co_firstlineno)
-
-
-def _module_of(obj: object) -> str:
-    module = getattr(obj, "__module__", None) if not isinstance(obj, ModuleType) else obj.__name__
-    return module if isinstance(module, str) else "?"
-
-
-def _qualname(obj: object) -> str:
-    try:
-        qual = obj.__qualname__  # type: ignore[attr-defined]
-    except Exception:
-        qual = None
-    if not isinstance(qual, str):
-        qual = getattr(type(obj), "__qualname__", type(obj).__name__)
-    return qual
 
 
 def _digest(*parts: str) -> str:
@@ -189,8 +184,8 @@ class _Walker:
             return self._visit_module(obj)
         if isinstance(obj, CodeType):
             return self._visit_code_only(obj, {}, "?", owner, f"?:{qualname_of(obj)}")
-        if callable(obj) and _is_c_callable(obj):
-            return self.external(f"{_c_module(obj)}.{_qualname(obj)}")
+        if callable(obj) and is_c_callable(obj):
+            return self.external(f"{c_module(obj)}.{object_qualname(obj)}")
         return self._visit_value(obj, hint)
 
     # -- functions -------------------------------------------------------------------
@@ -201,16 +196,16 @@ class _Walker:
         # Identity comes from where the code was defined: functools.wraps copies
         # __module__/__qualname__ onto wrappers, the globals and the code keep the truth.
         module = fn.__globals__.get("__name__", None) if isinstance(fn.__globals__, dict) else None
-        module = module if isinstance(module, str) else _module_of(fn)
+        module = module if isinstance(module, str) else module_of(fn)
         if _origin.is_external_module(module):
             return self.external(f"{module}.{fn.__qualname__}")
-        qualname = _function_qualname(fn, digest_code)
-        defining = _defining_class(fn, qualname)
-        owner_id = node_id(_module_of(owner), owner.__qualname__) if owner is not None else None
-        defining_id = node_id(_module_of(defining), defining.__qualname__) if defining is not None else None
+        qualname = function_qualname(fn, digest_code)
+        defining = defining_class(fn, qualname)
+        owner_id = node_id(module_of(owner), owner.__qualname__) if owner is not None else None
+        defining_id = node_id(module_of(defining), defining.__qualname__) if defining is not None else None
         nid = node_id(module, qualname, owner_id if owner_id != defining_id else None)
         kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
-        node = Node(nid, kind, code_digest(digest_code), location=_location(digest_code))
+        node = Node(nid, kind, code_digest(digest_code), location=location(digest_code))
         # A nested function first seen as a code constant of its factory is upgraded here:
         # the live function (its code, closure, defaults) is what runs.
         self.nodes[nid] = node
@@ -252,7 +247,7 @@ class _Walker:
         else:  # 3.10: a nested code object knows only its own name
             qualname = f"{parent.partition(':')[2].partition('@')[0]}.<locals>.{code.co_name}"
         nid = node_id(module, qualname)
-        if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=_location(code)):
+        if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=location(code)):
             self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
         return nid
 
@@ -306,10 +301,10 @@ class _Walker:
                 home, key = value.__dict__, attr
                 nxt = home.get(attr, MISSING)
                 self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{value.__name__}.{attr}")
-            elif isinstance(value, type) and not _is_external_type(value):
+            elif isinstance(value, type) and not is_external_type(value):
                 defining, nxt, looked = lookup_mro(value, attr)
                 for namespace, seen in looked:
-                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{_qualname(value)}.{attr}")
+                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(value)}.{attr}")
                 home, key, owner = (class_dict(defining) if defining else home), attr, value
             else:
                 break  # attribute of a value: the value's snapshot covers it
@@ -318,7 +313,7 @@ class _Walker:
                 self.edge(nid, self.unresolved(nid, label, "attribute not found"), EdgeKind.CALLS, label)
                 return
             value = nxt
-        hint = f"{home.get('__name__', _class_id(home))}:{key}" if isinstance(home, dict) else f"{nid}#{label}"
+        hint = f"{home.get('__name__', class_id(home))}:{key}" if isinstance(home, dict) else f"{nid}#{label}"
         target = self.visit(value, owner, hint)
         self.edge(nid, target, EdgeKind.CALLS if is_code(value) or target.startswith("external:") else EdgeKind.READS, label)
 
@@ -330,11 +325,11 @@ class _Walker:
             return
         defining, value, looked = lookup_mro(owner, attr)
         for namespace, seen in looked:
-            self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{_qualname(owner)}.{attr}")
+            self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(owner)}.{attr}")
         if defining is None:
             self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
             return
-        hint = node_id(_module_of(defining), f"{defining.__qualname__}.{attr}")
+        hint = node_id(module_of(defining), f"{defining.__qualname__}.{attr}")
         self.edge(nid, self.visit(value, owner, hint), EdgeKind.METHOD, label)
 
     def _resolve_import(self, ref: NameRef, nid: str) -> None:
@@ -346,11 +341,11 @@ class _Walker:
 
     # -- classes, modules, objects, values -------------------------------------------
     def _visit_class(self, cls: type) -> str:
-        if _is_external_type(cls):
-            return self.external(f"{_module_of(cls)}.{cls.__qualname__}")
-        nid = node_id(_module_of(cls), cls.__qualname__)
+        if is_external_type(cls):
+            return self.external(f"{module_of(cls)}.{cls.__qualname__}")
+        nid = node_id(module_of(cls), cls.__qualname__)
         namespace = class_dict(cls)
-        data = {k: v for k, v in namespace.items() if not _is_member_code(v) and k not in _CLASS_NOISE}
+        data = {k: v for k, v in namespace.items() if not is_member_code(v) and k not in _CLASS_NOISE}
         digest = _digest("class", cls.__qualname__, snapshot(data).digest)
         if self.add(nid, NodeKind.CLASS, digest):
             self.work.append(lambda: self._expand_class(cls, nid, namespace))
@@ -364,7 +359,7 @@ class _Walker:
             if key in _CLASS_NOISE:
                 continue
             self.bind(BindingKind.DICT, namespace, key, value, nid, f"{cls.__qualname__}.{key}")
-            if _is_member_code(value):
+            if is_member_code(value):
                 self.edge(nid, self.visit(value, cls, f"{nid}.{key}"), EdgeKind.METHOD, key)
 
     def _visit_module(self, module: ModuleType) -> str:
@@ -381,13 +376,13 @@ class _Walker:
         classes); wrappers (library types, registered unwrappers, partials) digest by type
         and name only, so their internal caches filling up is not a change."""
         if owner is not None:  # a wrapper reached through self.x: what it wraps resolves on owner
-            hint = f"{hint}@{node_id(_module_of(owner), owner.__qualname__)}"
+            hint = f"{hint}@{node_id(module_of(owner), owner.__qualname__)}"
         if stateful:
             snap = snapshot(obj)
             digest, detail = snap.digest, snap.summary
         else:
             snap = None
-            digest, detail = _digest("wrapper", _qualname(type(obj)), _safe_name(obj)), describe(obj)
+            digest, detail = _digest("wrapper", object_qualname(type(obj)), safe_name(obj)), describe(obj)
         if not self.add(hint, NodeKind.OBJECT, digest, detail=detail):
             return hint
         if snap is not None:
@@ -405,13 +400,13 @@ class _Walker:
     def _visit_value(self, value: object, hint: str) -> str:
         t = type(value)
         if t not in _CONTAINERS:
-            members = _code_members(value)
-            if _is_external_type(t):
+            members = code_members(value)
+            if is_external_type(t):
                 if members:  # a library wrapper around user code (e.g. a JIT object)
                     return self._visit_object(value, hint, members, stateful=False)
-                name = _safe_name(value) if callable(value) else ""
+                name = safe_name(value) if callable(value) else ""
                 if name:  # a library callable instance (numpy ufunc, torch op): a leaf
-                    return self.external(f"{_c_module(value)}.{name}")
+                    return self.external(f"{c_module(value)}.{name}")
             elif callable(value) or members:
                 return self._visit_object(value, hint, members, stateful=True)
         snap = snapshot(value)
@@ -448,32 +443,6 @@ _CLASS_NOISE = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "
 _CONTAINERS = (tuple, list, dict, set, frozenset)
 
 
-def _is_member_code(value: object) -> bool:
-    return isinstance(value, (FunctionType, staticmethod, classmethod, property))
-
-
-def _is_c_callable(obj: object) -> bool:
-    return isinstance(obj, BuiltinFunctionType) or type(obj).__module__ == "builtins" and not isinstance(obj, type)
-
-
-def _c_module(obj: object) -> str:
-    """Module of a C callable: its own, its defining class's, or its bound object's type's."""
-    module = getattr(obj, "__module__", None)
-    if isinstance(module, str):
-        return module
-    owner = getattr(obj, "__objclass__", None) or type(getattr(obj, "__self__", None))
-    module = getattr(owner, "__module__", None)
-    return module if isinstance(module, str) else "builtins"
-
-
-def _is_external_type(cls: type) -> bool:
-    return _origin.is_external_module(_module_of(cls))
-
-
-def _class_id(namespace: dict) -> str:
-    return f"{namespace.get('__module__', '?')}:{namespace.get('__qualname__', '?')}"
-
-
 def _find_unwrapper(t: type) -> Unwrapper | None:
     if not _UNWRAPPERS:
         return None
@@ -483,49 +452,4 @@ def _find_unwrapper(t: type) -> Unwrapper | None:
             return fn
     return None
 
-
-def _code_members(value: object) -> list[tuple[str, object]]:
-    """Code-valued entries of an instance's ``__dict__`` (read without running user code)."""
-    try:
-        state = object.__getattribute__(value, "__dict__")
-    except Exception:
-        return []
-    return [(k, v) for k, v in state.items() if is_code(v)] if type(state) is dict else []
-
-
-def _safe_name(obj: object) -> str:
-    """``__qualname__``/``__name__`` of an object if it has a string one, read without
-    instance ``__getattr__`` hooks; ``""`` otherwise."""
-    for attr in ("__qualname__", "__name__"):
-        try:
-            name = object.__getattribute__(obj, attr)
-        except Exception:
-            continue
-        if isinstance(name, str):
-            return name
-    return ""
-
-
-def _function_qualname(fn: FunctionType, code: CodeType) -> str:
-    """The qualified name of the definition (``co_qualname`` on 3.11+)."""
-    qualname = getattr(code, "co_qualname", None)
-    if qualname is not None:
-        return qualname
-    qualname = fn.__qualname__ if isinstance(fn.__qualname__, str) else code.co_name
-    if "__wrapped__" in fn.__dict__ and code.co_name != qualname.rpartition(".")[2]:
-        qualname = f"{qualname}.<wrapper {code.co_name}>"  # 3.10: keep wrappers apart
-    return qualname
-
-
-def _defining_class(fn: FunctionType, qualname: str) -> type | None:
-    """The class a function was defined in, found through its qualname (``A.B.f``)."""
-    parts = qualname.split(".")
-    if len(parts) < 2 or "<locals>" in parts:
-        return None
-    obj: object = fn.__globals__.get(parts[0], MISSING)
-    for part in parts[1:-1]:
-        if not isinstance(obj, type):
-            return None
-        obj = class_dict(obj).get(part, MISSING)
-    return obj if isinstance(obj, type) else None
 
