@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flydeps", description="What FlyDSL kernels depend on, from source only.")
     sub = parser.add_subparsers(dest="command", required=True)
     graph = sub.add_parser("graph", parents=[common], help="dependency graph of every factory/kernel/launcher in PATH")
-    graph.add_argument("paths", nargs="*", metavar="PATH[::QUALNAME]", help="files or directories (default: the bundled example)")
+    graph.add_argument(
+        "paths", nargs="*", metavar="PATH[::QUALNAME]", help="files or directories (default: the bundled example)"
+    )
     _add_root(graph)
     from .static.report import FORMATS
 
@@ -44,12 +46,18 @@ def _parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", parents=[common], help="factories/kernels whose digest differs between git revisions")
     diff.add_argument("revs", nargs="+", metavar="REV", help="REV (vs the working tree) or REV REV2; then -- PATH...")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+    _add_root(diff)
     return parser
 
 
 def _add_root(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", action="append", default=[], metavar="DIR",
-                        help="directory on which modules are resolved (repeatable; default: detected)")
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory on which modules are resolved (repeatable; default: detected)",
+    )
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -74,15 +82,20 @@ def _default_paths() -> list[str] | None:
     return None
 
 
-def _write(text: str, output: str | None) -> None:
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-    else:
+def _write(text: str, output: str | None) -> bool:
+    """Write the report; False (after logging why) when ``-o FILE`` cannot be written."""
+    if not output:
         sys.stdout.write(text)
+        return True
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        log.error("flydeps: cannot write %s: %s; choose another -o FILE", output, exc.strerror or exc)
+        return False
+    return True
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from .fingerprint import transitive_digests
     from .static.analyze import analyze
     from .static.report import ReportOptions, format_graph
 
@@ -91,16 +104,16 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         log.error("flydeps graph: no PATH given and no bundled example found; pass a file or directory")
         return EXIT_USAGE
     result = analyze(paths, roots=args.root, use_cache=not args.no_cache)
-    colour = args.color == "always" or (args.color == "auto" and not args.output and sys.stdout.isatty()
-                                       and "NO_COLOR" not in os.environ)
+    colour = args.color == "always" or (
+        args.color == "auto" and not args.output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    )
     options = ReportOptions(colour=colour, expand_external=args.externals)
-    digests = transitive_digests(result.graph)
-    _write(format_graph(args.format, result.graph, digests, result.diagnostics, options), args.output)
+    if not _write(format_graph(args.format, result.graph, result.digests, result.diagnostics, options), args.output):
+        return EXIT_USAGE
     return _report(result.diagnostics)
 
 
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from .fingerprint import transitive_digests
     from .static.analyze import analyze, split_target
 
     path, qual = split_target(args.target)
@@ -110,7 +123,7 @@ def _cmd_hash(args: argparse.Namespace) -> int:
     result = analyze([args.target], roots=args.root, use_cache=not args.no_cache)
     if not result.graph.roots:
         return _report(result.diagnostics) or EXIT_PROBLEMS
-    sys.stdout.write(transitive_digests(result.graph)[result.graph.roots[0]] + "\n")
+    sys.stdout.write(result.digests[result.graph.roots[0]] + "\n")
     return _report(result.diagnostics)
 
 
@@ -125,15 +138,21 @@ def _cmd_diff(args: argparse.Namespace, paths: list[str]) -> int:
     try:
         repo = repo_root()
         rel = [os.path.relpath(os.path.abspath(p), repo) for p in paths] or ["."]
-        result = diff_revisions(repo, args.revs[0], args.revs[1] if len(args.revs) > 1 else None, rel,
-                                use_cache=not args.no_cache)
+        roots = [os.path.relpath(os.path.abspath(r), repo) for r in args.root]
+        rev2 = args.revs[1] if len(args.revs) > 1 else None
+        result = diff_revisions(repo, args.revs[0], rev2, rel, roots=roots, use_cache=not args.no_cache)
     except GitError as exc:
         log.error("flydeps diff: %s", exc)
         return EXIT_USAGE
     if args.format == "json":
-        doc = {"schema": "flydeps.diff/1", "changed": [
-            {"root": c.root, "status": c.status, "nodes": [{"id": n, "status": s} for n, s in c.changed]}
-            for c in result.changes], "unchanged": list(result.unchanged)}
+        doc = {
+            "schema": "flydeps.diff/1",
+            "changed": [
+                {"root": c.root, "status": c.status, "nodes": [{"id": n, "status": s} for n, s in c.changed]}
+                for c in result.changes
+            ],
+            "unchanged": list(result.unchanged),
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(render_diff(result))

@@ -3,21 +3,27 @@
 Contract: ``analyze(paths, ...)`` never raises for bad input: unreadable, undecodable or
 invalid files, paths outside every root and missing files become
 :class:`~flydeps.static.project.Diagnostic` records next to a graph built from whatever
-could be read. Only modules reachable from the requested files are read: the requested
-files first, then the project modules they import, breadth first, each frontier as one
-batch (so a cold batch can use the process pool), then any module a later lookup needs.
+could be read. Only modules reachable from the requested files are read: a textual
+import scan finds them all first so that they are parsed as one batch (the process pool
+needs big batches), the exact import walk then adds what the scan missed, and any
+other module is read when a lookup needs it. A request whose inputs are all unchanged
+is answered from the result cache (:mod:`flydeps.static.results`).
 """
 
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..fingerprint import transitive_digests
 from ..graph import DepGraph
-from .parse import SummaryCache, cache_dir, summarize
+from .parse import SummaryCache, cache_dir, scan_imports, summarize
 from .project import Diagnostic, FileSystemTree, ModuleFile, Project, SourceTree, detect_root, resolve_relative
 from .resolve import RootSpec, build_graph, role_tags
+from .results import ResultCache, request_key
+from .summary import CodeInfo
 from .symbols import Index, LoadedModule, Target
 
 __all__ = ["Analysis", "analyze", "split_target"]
@@ -27,12 +33,12 @@ log = logging.getLogger("flydeps.static")
 
 @dataclass(frozen=True)
 class Analysis:
-    """A graph plus everything that went wrong while building it."""
+    """A graph, its transitive (Merkle) digests, and everything that went wrong."""
 
     graph: DepGraph
     diagnostics: tuple[Diagnostic, ...]
     project: Project
-    modules: Mapping[str, LoadedModule]
+    digests: Mapping[str, str]
 
 
 def split_target(text: str) -> tuple[str, str | None]:
@@ -48,6 +54,11 @@ class Loader:
         self.project, self.cache, self.workers = project, cache, workers
         self.loaded: dict[str, LoadedModule | None] = {}
         self.diagnostics: list[Diagnostic] = []
+        self._bytes: dict[str, bytes] = {}  # read ahead by the import scan
+
+    def _read(self, path: str) -> bytes:
+        data = self._bytes.pop(path, None)
+        return data if data is not None else self.project.tree.read(path)
 
     def __call__(self, name: str) -> LoadedModule | None:
         if name not in self.loaded:
@@ -62,27 +73,57 @@ class Loader:
         items, kept = [], []
         for file in todo:
             try:
-                items.append((file.path, self.project.tree.read(file.path)))
+                items.append((file.path, self._read(file.path)))
                 kept.append(file)
             except OSError as exc:
                 self.loaded[file.name] = None
                 self.diagnostics.append(Diagnostic(file.path, 1, f"cannot read file: {exc.strerror or exc}"))
         out = []
-        for file, summary in zip(kept, summarize(items, self.cache, workers=self.workers)):
+        for file, summary in zip(kept, summarize(items, self.cache, workers=self.workers), strict=True):
             self.diagnostics.extend(Diagnostic(file.path, p.line, p.message) for p in summary.problems)
             self.loaded[file.name] = module = LoadedModule(file, summary)
             out.append(module)
         return out
 
     def load_reachable(self, files: Sequence[ModuleFile]) -> list[LoadedModule]:
-        """``files`` and, breadth first, the project modules they import."""
-        first = self.load(files)
+        """``files`` and, breadth first, the project modules they import.
+
+        A cheap textual import scan first finds (an over-approximation of) every reachable
+        file, so that all of them are parsed as one batch across the worker processes;
+        the exact import walk afterwards only picks up what the scan missed."""
+        self.load(self._scan_reachable(files))
+        first = self.load(files) or [m for f in files if (m := self.loaded.get(f.name)) is not None]
         frontier = first
         while frontier:
             wanted = {name for module in frontier for name in _imported_names(module)}
             found = [self.project.find(n) for n in sorted(wanted) if n not in self.loaded]
             frontier = self.load([f for f in found if f is not None])
         return first
+
+    def _scan_reachable(self, files: Sequence[ModuleFile]) -> list[ModuleFile]:
+        seen = {f.name: f for f in files if f.name not in self.loaded}
+        queue = list(seen.values())
+        while queue:
+            file = queue.pop()
+            try:
+                data = self._bytes.setdefault(file.path, self.project.tree.read(file.path))
+            except OSError:
+                continue  # reported by load()
+            for level, module, names in scan_imports(data):
+                base = resolve_relative(file.name, file.is_package, module, level)
+                for name in _with_parents([base] + [f"{base}.{n}" for n in names if n != "*"] if base else []):
+                    if name not in seen and name not in self.loaded:
+                        found = self.project.find(name)
+                        if found is not None:
+                            seen[name] = found
+                            queue.append(found)
+        return list(seen.values())
+
+
+def _with_parents(names: Iterable[str]) -> Iterable[str]:
+    for name in names:
+        parts = name.split(".")
+        yield from (".".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 def _imported_names(module: LoadedModule) -> Iterable[str]:
@@ -91,10 +132,7 @@ def _imported_names(module: LoadedModule) -> Iterable[str]:
         base = resolve_relative(module.name, module.file.is_package, imp.module, imp.level)
         if not base:
             continue
-        names = [base] + ([f"{base}.{imp.name}"] if imp.name and imp.name != "*" else [])
-        for name in names:
-            parts = name.split(".")
-            yield from (".".join(parts[: i + 1]) for i in range(len(parts)))
+        yield from _with_parents([base] + ([f"{base}.{imp.name}"] if imp.name and imp.name != "*" else []))
 
 
 def analyze(
@@ -113,18 +151,58 @@ def analyze(
         if not tree.is_file(path) and not tree.is_dir(path):
             diagnostics.append(Diagnostic(path, 1, "no such file or directory"))
     existing = [(p, q) for p, q in targets if tree.is_file(p) or tree.is_dir(p)]
-    project = Project(tree, roots or [detect_root(tree, p) for p, _ in existing])
-    loader = Loader(project, SummaryCache(cache_dir() if use_cache else None), workers)
+    detected = [detect_root(tree, p) for p, _ in existing]
+    project = Project(tree, roots or detected, confine=_top_levels(tree, existing, detected))
+    store = SummaryCache(cache_dir() if use_cache else None)
+    results = ResultCache(store)
+    key = request_key(paths, project.roots, _requested_bytes(project, existing))
+    hit = results.load(key, project) if use_cache else None
+    if hit is not None:
+        log.debug("result cache hit for %s", ", ".join(paths))
+        return Analysis(hit[0], hit[1], project, hit[2])
+    loader = Loader(project, store, workers)
+    analysis = _build(project, loader, existing, diagnostics)
+    read = [(m.file.path, m.summary.content_digest) for m in loader.loaded.values() if m is not None]
+    results.save(key, project, read, analysis)
+    return analysis
+
+
+def _build(
+    project: Project, loader: Loader, existing: Sequence[tuple[str, str | None]], diagnostics: list[Diagnostic]
+) -> Analysis:
+    """Read what the requested paths reach, pick the roots, resolve the graph."""
     index = Index(project, loader)
     specs: list[RootSpec] = []
     for path, qual in existing:
         files = _module_files(project, path, diagnostics)
         modules = loader.load_reachable(files)
         specs.extend(_roots_for(index, modules, qual, path, diagnostics))
-    graph = build_graph(index, specs)
-    all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics)))
-    modules = {k: v for k, v in loader.loaded.items() if v is not None}
-    return Analysis(graph, all_diagnostics, project, modules)
+    graph, problems = build_graph(index, specs)
+    all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems)))
+    return Analysis(graph, all_diagnostics, project, transitive_digests(graph))
+
+
+def _top_levels(tree: SourceTree, existing: Sequence[tuple[str, str | None]], roots: Sequence[str]) -> set[str]:
+    """Top-level package names of the requested paths (for roots that are library dirs)."""
+    names = set()
+    for (path, _), root in zip(existing, roots, strict=True):
+        rel = posixpath.relpath(posixpath.normpath(path), root) if root not in ("", ".") else path
+        first = rel.split("/")[0]
+        if first in (".", ""):
+            return set()  # the library directory itself was asked for: nothing is confined
+        names.add(first[:-3] if first.endswith(".py") else first)
+    return names
+
+
+def _requested_bytes(project: Project, existing: Sequence[tuple[str, str | None]]) -> list[tuple[str, bytes | None]]:
+    out: list[tuple[str, bytes | None]] = []
+    for path, _ in existing:
+        for file in project.files_under(path):
+            try:
+                out.append((file, project.tree.read(file)))
+            except OSError:
+                out.append((file, None))
+    return out
 
 
 def _module_files(project: Project, path: str, diagnostics: list[Diagnostic]) -> list[ModuleFile]:
@@ -139,13 +217,17 @@ def _module_files(project: Project, path: str, diagnostics: list[Diagnostic]) ->
     return files
 
 
-def _roots_for(index: Index, modules: Sequence[LoadedModule], qual: str | None, path: str, diagnostics: list[Diagnostic]) -> list[RootSpec]:
+def _roots_for(
+    index: Index, modules: Sequence[LoadedModule], qual: str | None, path: str, diagnostics: list[Diagnostic]
+) -> list[RootSpec]:
     if qual is not None:
         spec = _named_root(index, modules, qual)
         if spec is None:
             names = sorted({c.qualname for m in modules for c in m.summary.codes if "<" not in c.qualname})
             hint = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-            diagnostics.append(Diagnostic(path, 1, f"no function or class {qual!r} here; try one of: {hint or '(none)'}"))
+            diagnostics.append(
+                Diagnostic(path, 1, f"no function or class {qual!r} here; try one of: {hint or '(none)'}")
+            )
         return [spec] if spec else []
     specs = [s for m in modules for s in module_roots(index, m)]
     if not specs:  # no factory/kernel/launcher: show every module-level function and class
@@ -171,7 +253,12 @@ def module_roots(index: Index, module: LoadedModule) -> list[RootSpec]:
     tagged = {q for q, c in module.codes.items() if role_tags(index, module, c)}
     specs: list[tuple[int, RootSpec]] = []
     for qual, info in module.codes.items():
-        if qual in tagged and info.kind == "function" and not _inside(module, info, tagged) and not _in_class(module, info):
+        if (
+            qual in tagged
+            and info.kind == "function"
+            and not _inside(module, info, tagged)
+            and not _in_class(module, info)
+        ):
             specs.append((info.line, RootSpec(module.name, qual)))
     for cls in module.classes.values():
         if "<locals>" in cls.qualname:
@@ -189,7 +276,7 @@ def _plain_roots(module: LoadedModule) -> list[RootSpec]:
     return [RootSpec(module.name, q) for q, c in module.codes.items() if not c.parent and c.kind == "function"]
 
 
-def _inside(module: LoadedModule, info, tagged: set[str]) -> bool:
+def _inside(module: LoadedModule, info: CodeInfo, tagged: set[str]) -> bool:
     parent = info.parent
     while parent:
         if parent in tagged:
@@ -198,7 +285,7 @@ def _inside(module: LoadedModule, info, tagged: set[str]) -> bool:
     return False
 
 
-def _in_class(module: LoadedModule, info) -> bool:
+def _in_class(module: LoadedModule, info: CodeInfo | None) -> bool:
     while info is not None:
         if info.kind == "method":
             return True

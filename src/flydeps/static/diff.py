@@ -14,7 +14,6 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..fingerprint import transitive_digests
 from ..graph import DepGraph
 from .analyze import Analysis, analyze
 from .project import Diagnostic, FileSystemTree
@@ -109,12 +108,21 @@ class DiffResult:
     new: Analysis
 
 
-def diff_revisions(repo: str, rev: str, rev2: str | None, paths: Sequence[str], *, use_cache: bool = True) -> DiffResult:
-    """Compare the roots under ``paths`` (repository-relative) between two revisions."""
-    old = analyze(paths, tree=GitTree(repo, rev), use_cache=use_cache)
+def diff_revisions(
+    repo: str,
+    rev: str,
+    rev2: str | None,
+    paths: Sequence[str],
+    *,
+    roots: Sequence[str] = (),
+    use_cache: bool = True,
+) -> DiffResult:
+    """Compare the roots under ``paths`` (repository-relative, like ``roots``) between two
+    revisions; ``rev2=None`` means the working tree."""
+    old = analyze(paths, roots=roots, tree=GitTree(repo, rev), use_cache=use_cache)
     new_tree = GitTree(repo, rev2) if rev2 else FileSystemTree(repo)
-    new = analyze(paths, tree=new_tree, use_cache=use_cache)
-    old_digests, new_digests = transitive_digests(old.graph), transitive_digests(new.graph)
+    new = analyze(paths, roots=roots, tree=new_tree, use_cache=use_cache)
+    old_digests, new_digests = old.digests, new.digests
     changes, unchanged = [], []
     for root in dict.fromkeys((*new.graph.roots, *old.graph.roots)):
         if root not in old.graph.nodes:

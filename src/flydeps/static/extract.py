@@ -23,10 +23,12 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from types import CodeType
+from typing import cast
 
 from blake3 import blake3
 
 from .._bytecode import code_digest, code_refs, is_function_code, nested_codes
+from .expressions import class_digest, dotted, text_of, value_binding
 from .summary import (
     Binding,
     ClassBinding,
@@ -44,7 +46,6 @@ from .summary import (
 __all__ = ["extract", "failed_summary"]
 
 _CO_NEWLOCALS = 0x0002
-_TEXT_LIMIT = 80
 
 
 def extract(source: bytes, filename: str) -> FileSummary:
@@ -52,7 +53,7 @@ def extract(source: bytes, filename: str) -> FileSummary:
     digest = blake3(source).hexdigest()
     lines = source.count(b"\n") + 1
     try:
-        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = cast(ast.Module, compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True))
         module_code = compile(tree, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return failed_summary(digest, lines, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")
@@ -81,7 +82,7 @@ def failed_summary(digest: str, lines: int, line: int, message: str) -> FileSumm
     return FileSummary(digest, lines, (), None, (), (), (), (), (Problem(line, message),))
 
 
-def _code_infos(module_code: CodeType, scopes: "_ScopeBuilder") -> Iterator[CodeInfo]:
+def _code_infos(module_code: CodeType, scopes: _ScopeBuilder) -> Iterator[CodeInfo]:
     """Every function code object in source order, with unique qualnames (``#2`` for repeats).
 
     Walks all code objects (class bodies and comprehensions too, to keep the numbering of
@@ -105,26 +106,14 @@ def _code_infos(module_code: CodeType, scopes: "_ScopeBuilder") -> Iterator[Code
         stack.extend(reversed(children))
 
 
-def _code_info(code: CodeType, qual: str, parent: str, nested: list[str], scopes: "_ScopeBuilder") -> CodeInfo:
+def _code_info(code: CodeType, qual: str, parent: str, nested: list[str], scopes: _ScopeBuilder) -> CodeInfo:
     refs = tuple((r.scope, r.name, r.attrs) for r in code_refs(code))
     info = scopes.defs.get(qual)
     if info is None:  # a lambda: no statement of its own
-        return CodeInfo(qual, parent, "lambda", code.co_firstlineno, code_digest(code), refs, tuple(nested), (), (), "", ())
+        return CodeInfo(
+            qual, parent, "lambda", code.co_firstlineno, code_digest(code), refs, tuple(nested), (), (), "", ()
+        )
     return info._replace(parent=parent, digest=code_digest(code), refs=refs, nested=tuple(nested))
-
-
-def dotted(node: ast.AST) -> str:
-    """``a.b.c`` for a Name/Attribute chain (a call's callee for ``a.b(...)``), else ''."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _strict() -> bool:
@@ -197,6 +186,9 @@ class _ScopeBuilder:
     # -- definitions ---------------------------------------------------------------------
     def _stmt_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope) -> None:
         qual = self._unique(scope.child_prefix() + node.name)
+        decorators = tuple(dotted(d) for d in node.decorator_list)
+        # ``@v.setter def v``: decorators run before the name is rebound.
+        earlier = _earlier(scope, node.name, decorators)
         scope.bind(node.name, DefBinding(node.lineno, qual))
         inner = _Scope(qual, "function")
         positional, params = _params(node.args)
@@ -205,26 +197,37 @@ class _ScopeBuilder:
         self._body(node.body, inner)
         first = positional[0] if positional else ""
         self.defs[qual] = CodeInfo(
-            qual, scope.qual, "method" if scope.kind == "class" else "function", node.lineno, "", (), (),
-            tuple(dotted(d) for d in node.decorator_list), tuple(_defaults(node.args, positional)),
-            first if first in ("self", "cls") else "", tuple(inner.bindings.items()),
+            qual,
+            scope.qual,
+            "method" if scope.kind == "class" else "function",
+            node.lineno,
+            "",
+            (),
+            (),
+            decorators,
+            tuple(_defaults(node.args, positional)),
+            first if first in ("self", "cls") else "",
+            tuple(inner.bindings.items()),
+            earlier,
         )
 
     _stmt_AsyncFunctionDef = _stmt_FunctionDef
 
     def _stmt_ClassDef(self, node: ast.ClassDef, scope: _Scope) -> None:
         qual = self._unique(scope.child_prefix() + node.name)
+        bases = tuple(dotted(b) for b in node.bases)
+        # ``class ConstantOp(ConstantOp)``: bases are evaluated before the name is rebound.
+        shadowed = _earlier(scope, node.name, bases)
         scope.bind(node.name, ClassBinding(node.lineno, qual))
         inner = _Scope(qual, "class")
         self._body(node.body, inner)
-        bases = tuple(dotted(b) for b in node.bases)
         decorators = tuple(dotted(d) for d in node.decorator_list)
         body = tuple(inner.bindings.items())
         exact = inner.data_exact and not node.decorator_list and not node.keywords
         exact = exact and all(isinstance(b, (DefBinding, ValueBinding)) for _, b in body)
         data = {k: v for k, v in inner.data.items() if k != "__doc__"}
-        digest = _class_digest(qual, data) if exact else ""
-        self.classes.append(ClassInfo(qual, node.lineno, bases, decorators, body, digest))
+        digest = class_digest(qual, data) if exact else ""
+        self.classes.append(ClassInfo(qual, node.lineno, bases, decorators, body, digest, shadowed))
 
     # -- imports -------------------------------------------------------------------------
     def _stmt_Import(self, node: ast.Import, scope: _Scope) -> None:
@@ -259,13 +262,18 @@ class _ScopeBuilder:
         self._targets(node.target, scope, "augmented assignment")
 
     def _assign(self, target: ast.expr, value: ast.expr, scope: _Scope) -> None:
+        pairs = _unpack(target, value)
+        if pairs is not None:  # ``A, B = 1, 2``: each name its own value
+            for name_target, item in pairs:
+                self._assign(name_target, item, scope)
+            return
         if not isinstance(target, ast.Name):
             self._targets(target, scope, "unpacking")
             return
         if target.id == "__all__" and scope.kind == "module":
             self.all_names = _literal_names(value)
         if scope.kind == "function":  # locals: only the fact of the binding and its text matter
-            scope.bind(target.id, ValueBinding(target.lineno, "", False, _text(value), ()))
+            scope.bind(target.id, ValueBinding(target.lineno, "", False, text_of(value), ()))
             return
         binding = value_binding(value)
         scope.bind(target.id, binding)
@@ -281,7 +289,7 @@ class _ScopeBuilder:
                 scope.bind(node.id, LocalBinding(node.lineno, how))
 
     # -- compound statements: same scope, nested bodies ------------------------------------
-    def _stmt_If(self, node: ast.If | ast.While, scope: _Scope) -> None:
+    def _stmt_If(self, node: ast.If | ast.While | ast.For | ast.AsyncFor, scope: _Scope) -> None:
         self._body(node.body, scope)
         self._body(node.orelse, scope)
 
@@ -326,6 +334,24 @@ _NO_BINDINGS = frozenset(
 )
 
 
+def _earlier(scope: _Scope, name: str, texts: tuple[str, ...]) -> tuple[tuple[str, Binding], ...]:
+    """The binding ``name`` has *before* a def/class statement rebinds it, if the statement's
+    decorators or bases read it (``@v.setter def v``, ``class Op(Op)``)."""
+    if name in scope.bindings and any(t.partition(".")[0] == name for t in texts):
+        return ((name, scope.bindings[name]),)
+    return ()
+
+
+def _unpack(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr]] | None:
+    """Element pairs of a same-length tuple/list assignment without starred targets."""
+    shapes = (ast.Tuple, ast.List)
+    if not (isinstance(target, shapes) and isinstance(value, shapes)) or len(target.elts) != len(value.elts):
+        return None
+    if any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+        return None
+    return list(zip(target.elts, value.elts, strict=True))
+
+
 def _params(args: ast.arguments) -> tuple[list[str], list[str]]:
     """(positional parameter names, all parameter names)."""
     positional = [a.arg for a in (*args.posonlyargs, *args.args)]
@@ -340,8 +366,8 @@ def _params(args: ast.arguments) -> tuple[list[str], list[str]]:
 
 def _defaults(args: ast.arguments, positional: list[str]) -> Iterator[tuple[str, str, str]]:
     """(parameter, kind, payload) of each default value; see ``CodeInfo.defaults``."""
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+    pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
     for name, node in pairs:
         ref = dotted(node) if not isinstance(node, ast.Call) else ""
         if ref:
@@ -355,107 +381,3 @@ def _literal_names(node: ast.expr) -> tuple[str, ...]:
     if isinstance(node, (ast.List, ast.Tuple)):
         return tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
     return ()
-
-
-def _text(node: ast.expr) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= _TEXT_LIMIT else text[: _TEXT_LIMIT - 3] + "..."
-
-
-def value_binding(value: ast.expr) -> ValueBinding:
-    """A module- or class-level assignment: literal values get the runtime value digest."""
-    try:
-        literal = ast.literal_eval(value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        literal = _NOT_LITERAL
-    if literal is not _NOT_LITERAL:
-        digest = literal_digest(literal)
-        if digest is not None:
-            return ValueBinding(value.lineno, digest, True, _text(value), ())
-    dump = ast.dump(value, annotate_fields=False, include_attributes=False)
-    digest = blake3(b"flydeps-expr-v1:" + dump.encode()).hexdigest()
-    return ValueBinding(value.lineno, digest, False, _text(value), tuple(_value_refs(value)))
-
-
-_NOT_LITERAL = object()
-
-
-def _class_digest(qual: str, data: dict[str, object]) -> str:
-    """The runtime's class digest (``discover._visit_class``): qualname + data snapshot."""
-    digest = literal_digest(data)
-    if digest is None:
-        return ""
-    return blake3("\0".join(("class", qual.split("#")[0], digest)).encode()).hexdigest()
-
-
-def literal_digest(value: object) -> str | None:
-    """The runtime's value digest of a literal (``flydeps._values``), None if unavailable."""
-    try:
-        from .._values import value_digest
-    except ImportError:  # the runtime value snapshot is not built yet: fall back to expressions
-        return None
-    return value_digest(value)
-
-
-def _value_refs(node: ast.expr) -> Iterator[tuple[str, str]]:
-    """(label, dotted) reads of a module/class-level value; labels as in ``ValueBinding``."""
-    name = dotted(node) if not isinstance(node, ast.Call) else ""
-    if name:
-        yield "alias", name
-        return
-    if isinstance(node, ast.Call) and dotted(node.func).rpartition(".")[2] == "partial" and node.args:
-        yield "type", dotted(node.func)
-        first = dotted(node.args[0]) if not isinstance(node.args[0], ast.Call) else ""
-        if first:
-            yield "func", first
-        rest: list[ast.AST] = [*node.args[1:], *(k.value for k in node.keywords)]
-    elif isinstance(node, ast.Dict):
-        rest = []
-        for key, value in zip(node.keys, node.values):
-            label = _item_label(key)
-            ref = _element_ref(value) if label else ""
-            if ref:
-                yield label, ref
-            else:
-                rest.append(value)
-    elif isinstance(node, (ast.List, ast.Tuple)):
-        rest = []
-        for index, value in enumerate(node.elts):
-            ref = _element_ref(value)
-            if ref:
-                yield f"[{index}]", ref
-            else:
-                rest.append(value)
-    else:
-        rest = [node]
-    for other in rest:
-        yield from (("", ref) for ref in _expr_refs(other))
-
-
-def _element_ref(node: ast.expr) -> str:
-    """A table entry: a dotted name, or ``<lambda>@LINE`` for a lambda written in place."""
-    if isinstance(node, ast.Lambda):
-        return f"<lambda>@{node.lineno}"
-    return dotted(node) if not isinstance(node, ast.Call) else ""
-
-
-def _item_label(key: ast.expr | None) -> str:
-    if isinstance(key, ast.Constant) and type(key.value) in (int, str):
-        return f"[{key.value!r}]"
-    return ""
-
-
-def _expr_refs(node: ast.AST) -> Iterator[str]:
-    """Dotted names an expression reads, outside lambdas and comprehensions (own code)."""
-    stack: list[ast.AST] = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (ast.Name, ast.Attribute)):
-            name = dotted(current)
-            if name:
-                yield name
-                continue
-        if isinstance(current, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(current))))
-

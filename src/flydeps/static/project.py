@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import Protocol
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "Project",
     "SourceTree",
     "detect_root",
+    "is_library_dir",
     "resolve_relative",
 ]
 
@@ -90,10 +93,12 @@ class ModuleFile:
     path: str
     root: str
     is_package: bool
+    location_path: str = ""
 
-    @property
-    def location_path(self) -> str:
-        return posixpath.relpath(self.path, self.root) if self.root not in ("", ".") else self.path
+    def __post_init__(self) -> None:
+        if not self.location_path:
+            rel = posixpath.relpath(self.path, self.root) if self.root not in ("", ".") else self.path
+            object.__setattr__(self, "location_path", rel)
 
 
 def _norm(path: str) -> str:
@@ -114,6 +119,14 @@ def detect_root(tree: SourceTree, path: str) -> str:
     return directory
 
 
+def is_library_dir(path: str) -> bool:
+    """True for site-packages / dist-packages and the standard library directory."""
+    if posixpath.basename(posixpath.normpath(path)) in ("site-packages", "dist-packages"):
+        return True
+    stdlib = sysconfig.get_paths().get("stdlib", "")
+    return bool(stdlib) and os.path.realpath(path) == os.path.realpath(stdlib)
+
+
 def resolve_relative(module: str, is_package: bool, target: str, level: int) -> str | None:
     """Absolute module name of ``from <level dots><target> import ...`` inside ``module``."""
     if level == 0:
@@ -128,16 +141,25 @@ def resolve_relative(module: str, is_package: bool, target: str, level: int) -> 
 class Project:
     """Roots plus a tree: answers which file holds a module and which module a file is."""
 
-    def __init__(self, tree: SourceTree, roots: Iterable[str]) -> None:
+    def __init__(self, tree: SourceTree, roots: Iterable[str], *, confine: Iterable[str] = ()) -> None:
+        """``confine``: top-level package names; under a root that is a library directory
+        (site-packages, the stdlib) only these are project code, the other installed
+        packages stay external leaves (``flydeps graph site-packages/flydsl``)."""
         self.tree = tree
         self.roots: tuple[str, ...] = tuple(dict.fromkeys(_norm(r) for r in roots))
+        self._confine = frozenset(confine)
         self._by_name: dict[str, ModuleFile | None] = {}
+        self._namespaces: dict[str, bool] = {}
+        self._extensions: dict[str, bool] = {}
 
     def module_for_path(self, path: str) -> ModuleFile | None:
         """The module a ``.py`` file is, under the first root containing it; None if outside."""
         path = _norm(path)
         for root in self.roots:
-            rel = posixpath.relpath(path, root) if root != "." else path
+            if posixpath.isabs(path) != posixpath.isabs(root):  # `--root src` with /abs/src/pkg/m.py
+                rel = _norm(os.path.relpath(os.path.abspath(path), os.path.abspath(root)))
+            else:
+                rel = posixpath.relpath(path, root) if root != "." else path
             if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
                 continue
             parts = rel[:-3].split("/") if rel.endswith(".py") else []
@@ -155,7 +177,7 @@ class Project:
             return self._by_name[name]
         found = None
         rel = name.replace(".", "/")
-        for root in self.roots:
+        for root in self._roots_for(name):
             base = posixpath.join(root, rel) if root != "." else rel
             if self.tree.is_file(base + ".py"):
                 found = ModuleFile(name, base + ".py", root, False)
@@ -166,10 +188,43 @@ class Project:
         self._by_name[name] = found
         return found
 
+    def is_extension(self, name: str) -> bool:
+        """A compiled extension module (``name.cpython-311-x86_64-linux-gnu.so``) under a
+        root, or a submodule of one (``_mlir.ir`` inside ``_mlir.*.so``)."""
+        found = self._extensions.get(name)
+        if found is None:
+            rel = name.replace(".", "/")
+            found = any(
+                self.tree.is_file(posixpath.join(root, rel) + suffix)
+                for root in self._roots_for(name)
+                for suffix in EXTENSION_SUFFIXES
+            )
+            parent = name.rpartition(".")[0]
+            found = self._extensions[name] = found or bool(parent) and self.is_extension(parent)
+        return found
+
     def is_namespace(self, name: str) -> bool:
         """A directory without ``__init__.py`` under a root (PEP 420 namespace package)."""
-        rel = name.replace(".", "/")
-        return any(self.tree.is_dir(posixpath.join(root, rel)) for root in self.roots)
+        found = self._namespaces.get(name)
+        if found is None:
+            rel = name.replace(".", "/")
+            roots = self._roots_for(name)
+            found = self._namespaces[name] = any(self.tree.is_dir(posixpath.join(root, rel)) for root in roots)
+        return found
+
+    def _roots_for(self, name: str) -> list[str]:
+        top = name.partition(".")[0]
+        return [r for r in self.roots if not self._confine or top in self._confine or not is_library_dir(r)]
+
+    def probed(self) -> dict[str, ModuleFile | None]:
+        """Every module name looked up so far and what was found (for the result cache)."""
+        return dict(self._by_name)
+
+    def namespace_probes(self) -> dict[str, bool]:
+        return dict(self._namespaces)
+
+    def extension_probes(self) -> dict[str, bool]:
+        return dict(self._extensions)
 
     def files_under(self, path: str) -> Iterator[str]:
         """``path`` itself if a file, else every ``.py`` file below the directory."""

@@ -10,8 +10,9 @@ by adding keys.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 from ..graph import DepGraph, Edge, EdgeKind, Node, NodeKind
 from .project import Diagnostic
@@ -19,6 +20,8 @@ from .project import Diagnostic
 __all__ = ["FORMATS", "ReportOptions", "format_graph", "pycg_name"]
 
 JSON_SCHEMA = "flydeps.graph/1"
+# Enum ``.value`` is a descriptor call; graphs have tens of thousands of edges.
+_KIND: dict[object, str] = {k: k.value for k in (*NodeKind, *EdgeKind)}
 _SHORT = 8
 
 
@@ -35,7 +38,7 @@ class _Style:
         self.on = on
 
     def __call__(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.on and text else text
+        return f"\033[{code}m{text}\033[0m" if self.on and text and code else text
 
 
 _TAG_COLOUR = {"factory": "1;33", "kernel": "1;35", "launcher": "1;36"}
@@ -57,7 +60,7 @@ def _tree_line(node: Node, parent: Node | None, edge: Edge | None, digests: Mapp
     parts = [style(name, "1" if parent is None else "")]
     if edge is not None and edge.kind not in (EdgeKind.CALLS, EdgeKind.NESTED, EdgeKind.METHOD, EdgeKind.READS):
         label = f" {edge.label}" if edge.label and not name.endswith(edge.label) else ""
-        parts.append(style(f"({edge.kind.value}{label})", "2"))
+        parts.append(style(f"({_KIND[edge.kind]}{label})", "2"))
     parts.extend(style(f"[{t}]", _TAG_COLOUR.get(t, "2")) for t in sorted(node.tags))
     if node.kind is NodeKind.UNRESOLVED:
         parts.append(style(f"unresolved: {node.detail}", "31"))
@@ -69,7 +72,9 @@ def _tree_line(node: Node, parent: Node | None, edge: Edge | None, digests: Mapp
     return "  ".join(parts)
 
 
-def format_tree(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions) -> str:
+def format_tree(
+    graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
+) -> str:
     style = _Style(options.colour)
     lines: list[str] = []
     shown: set[str] = set()
@@ -99,12 +104,22 @@ def _tree_items(graph: DepGraph, nid: str, options: ReportOptions) -> list[tuple
     return items
 
 
-def _tree_children(graph: DepGraph, root: str, shown: set[str], digests: Mapping[str, str], style: _Style,
-                   options: ReportOptions, lines: list[str]) -> None:
+def _tree_children(
+    graph: DepGraph,
+    root: str,
+    shown: set[str],
+    digests: Mapping[str, str],
+    style: _Style,
+    options: ReportOptions,
+    lines: list[str],
+) -> None:
     """Depth-first with an explicit stack (no recursion limit on deep chains); a node
     already printed with children is not expanded again, a node on the path is a cycle."""
     shown.add(root)
-    stack = [(root, "", (root,), iter(_tree_items(graph, root, options)), len(_tree_items(graph, root, options)))]
+    first = _tree_items(graph, root, options)
+    stack: list[tuple[str, str, tuple[str, ...], Iterator[tuple[str, Edge | None]], int]] = [
+        (root, "", (root,), iter(first), len(first))
+    ]
     counters = [0]
     while stack:
         nid, prefix, path, items, total = stack[-1]
@@ -137,7 +152,7 @@ def graph_document(graph: DepGraph, digests: Mapping[str, str], diagnostics: Seq
     nodes = [
         {
             "id": n.id,
-            "kind": n.kind.value,
+            "kind": _KIND[n.kind],
             "module": n.module if n.kind not in (NodeKind.EXTERNAL, NodeKind.UNRESOLVED) else "",
             "qualname": n.qualname if n.kind not in (NodeKind.EXTERNAL, NodeKind.UNRESOLVED) else "",
             "digest": n.digest,
@@ -148,22 +163,40 @@ def graph_document(graph: DepGraph, digests: Mapping[str, str], diagnostics: Seq
         }
         for n in sorted(graph.nodes.values(), key=lambda n: n.id)
     ]
-    edges = [{"src": e.src, "dst": e.dst, "kind": e.kind.value, "label": e.label} for e in graph.edges]
+    edges = [{"src": e.src, "dst": e.dst, "kind": _KIND[e.kind], "label": e.label} for e in graph.edges]
     problems = [{"path": d.path, "line": d.line, "message": d.message} for d in diagnostics]
     return {"schema": JSON_SCHEMA, "roots": list(graph.roots), "nodes": nodes, "edges": edges, "diagnostics": problems}
 
 
-def format_json(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions) -> str:
-    """One node/edge per line: readable in a diff, and encoded by json's C encoder (an
-    ``indent=`` dump is ten times slower on a 50,000-line repository)."""
-    doc = graph_document(graph, digests, diagnostics)
-    parts = []
-    for key, value in doc.items():
-        if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item, separators=(", ", ": ")) for item in value)
-            parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
-        else:
-            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+def format_json(
+    graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
+) -> str:
+    """:func:`graph_document` as text, one node/edge per line (readable in a diff).
+
+    Written with json's C string encoder rather than ``json.dumps(indent=...)``, which
+    is ten times slower on a 50,000-line repository; the output is the same JSON."""
+    s = encode_basestring_ascii
+    nodes = []
+    for n in sorted(graph.nodes.values(), key=lambda n: n.id):
+        leaf = n.kind in (NodeKind.EXTERNAL, NodeKind.UNRESOLVED)
+        where = f'{{"path": {s(n.location.path)}, "line": {n.location.line}}}' if n.location else "null"
+        tags = ", ".join(s(t) for t in sorted(n.tags))
+        nodes.append(
+            f'{{"id": {s(n.id)}, "kind": {s(_KIND[n.kind])}, "module": {s("" if leaf else n.module)}, '
+            f'"qualname": {s("" if leaf else n.qualname)}, "digest": {s(n.digest)}, '
+            f'"transitive_digest": {s(digests.get(n.id, ""))}, "location": {where}, "detail": {s(n.detail)}, '
+            f'"tags": [{tags}]}}'
+        )
+    edges = [
+        f'{{"src": {s(e.src)}, "dst": {s(e.dst)}, "kind": {s(_KIND[e.kind])}, "label": {s(e.label)}}}'
+        for e in graph.edges
+    ]
+    problems = [f'{{"path": {s(d.path)}, "line": {d.line}, "message": {s(d.message)}}}' for d in diagnostics]
+    parts = [f'  "schema": {s(JSON_SCHEMA)}']
+    roots = [s(r) for r in graph.roots]
+    for key, items in (("roots", roots), ("nodes", nodes), ("edges", edges), ("diagnostics", problems)):
+        body = "[\n" + ",\n".join("    " + item for item in items) + "\n  ]" if items else "[]"
+        parts.append(f'  "{key}": {body}')
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
@@ -175,12 +208,12 @@ def _short_label(node: Node) -> str:
 
 
 _DOT_STYLE = {
-    NodeKind.EXTERNAL: 'shape=ellipse, color=gray50, fontcolor=gray30',
+    NodeKind.EXTERNAL: "shape=ellipse, color=gray50, fontcolor=gray30",
     NodeKind.UNRESOLVED: 'shape=box, style="dashed", color=red',
-    NodeKind.GLOBAL: 'shape=note',
-    NodeKind.OBJECT: 'shape=component',
-    NodeKind.CLASS: 'shape=box3d',
-    NodeKind.MODULE: 'shape=tab',
+    NodeKind.GLOBAL: "shape=note",
+    NodeKind.OBJECT: "shape=component",
+    NodeKind.CLASS: "shape=box3d",
+    NodeKind.MODULE: "shape=tab",
 }
 
 
@@ -188,9 +221,15 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\\\\n", "\\n") + '"'
 
 
-def format_dot(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions) -> str:
-    lines = ["digraph flydeps {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica", fontsize=10];',
-             '  edge [fontname="Helvetica", fontsize=8];']
+def format_dot(
+    graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
+) -> str:
+    lines = [
+        "digraph flydeps {",
+        "  rankdir=LR;",
+        '  node [shape=box, fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8];',
+    ]
     for node in sorted(graph.nodes.values(), key=lambda n: n.id):
         attrs = _DOT_STYLE.get(node.kind, "")
         if node.id in graph.roots:
@@ -198,7 +237,7 @@ def format_dot(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequenc
         label = _dot_quote(_short_label(node))
         lines.append(f"  {_dot_quote(node.id)} [label={label}{', ' + attrs if attrs else ''}];")
     for edge in graph.edges:
-        lines.append(f"  {_dot_quote(edge.src)} -> {_dot_quote(edge.dst)} [label={_dot_quote(edge.kind.value)}];")
+        lines.append(f"  {_dot_quote(edge.src)} -> {_dot_quote(edge.dst)} [label={_dot_quote(_KIND[edge.kind])}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -207,7 +246,9 @@ def _mermaid_text(text: str) -> str:
     return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;").replace("\\n", "<br/>")
 
 
-def format_mermaid(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions) -> str:
+def format_mermaid(
+    graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
+) -> str:
     ids = {nid: f"n{i}" for i, nid in enumerate(sorted(graph.nodes))}
     lines = ["flowchart LR"]
     for nid in sorted(graph.nodes):
@@ -216,7 +257,7 @@ def format_mermaid(graph: DepGraph, digests: Mapping[str, str], diagnostics: Seq
         shape = f'(["{text}"])' if node.kind is NodeKind.EXTERNAL else f'["{text}"]'
         lines.append(f"  {ids[nid]}{shape}")
     for edge in graph.edges:
-        lines.append(f"  {ids[edge.src]} -->|{edge.kind.value}| {ids[edge.dst]}")
+        lines.append(f"  {ids[edge.src]} -->|{_KIND[edge.kind]}| {ids[edge.dst]}")
     unresolved = [ids[n] for n, node in sorted(graph.nodes.items()) if node.kind is NodeKind.UNRESOLVED]
     if unresolved:
         lines.append("  classDef unresolved stroke:#d00,stroke-dasharray:4")
@@ -232,7 +273,7 @@ def pycg_name(node: Node) -> str | None:
     """PyCG's dotted name: ``pkg.mod.outer.inner``, builtins as ``<builtin>.len``."""
     if node.kind is NodeKind.EXTERNAL:
         dotted = node.id.partition(":")[2]
-        return "<builtin>." + dotted[len("builtins."):] if dotted.startswith("builtins.") else dotted
+        return "<builtin>." + dotted[len("builtins.") :] if dotted.startswith("builtins.") else dotted
     if node.kind not in _PYCG_CODE:
         return None
     qual = node.qualname.partition("@")[0].replace(".<locals>.", ".")
@@ -240,7 +281,9 @@ def pycg_name(node: Node) -> str | None:
     return f"{node.module}.{qual}"
 
 
-def format_pycg(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions) -> str:
+def format_pycg(
+    graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
+) -> str:
     calls: dict[str, set[str]] = {}
     for node in graph.nodes.values():
         name = pycg_name(node)
@@ -263,7 +306,12 @@ FORMATS: dict[str, Formatter] = {
 }
 
 
-def format_graph(fmt: str, graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic],
-                 options: ReportOptions = ReportOptions()) -> str:
+def format_graph(
+    fmt: str,
+    graph: DepGraph,
+    digests: Mapping[str, str],
+    diagnostics: Sequence[Diagnostic],
+    options: ReportOptions = ReportOptions(),
+) -> str:
     """Render ``graph`` in format ``fmt`` (one of :data:`FORMATS`)."""
     return FORMATS[fmt](graph, digests, diagnostics, options)

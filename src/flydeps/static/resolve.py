@@ -32,6 +32,7 @@ from blake3 import blake3
 
 from .. import _origin
 from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
+from .project import Diagnostic
 from .summary import Binding, ClassBinding, CodeInfo, DefBinding, ImportBinding, ValueBinding
 from .symbols import Index, LoadedModule, Target, unresolved
 
@@ -39,6 +40,7 @@ __all__ = ["RootSpec", "build_graph", "role_tags"]
 
 Owner = tuple[str, str]  # (module, class qualname)
 STATIC_EXPRESSION = "static-expression"
+_OBJECT_ATTRIBUTES = frozenset(dir(object)) | {"__dict__", "__name__", "__qualname__", "__module__", "__weakref__"}
 _VALUE_EDGE = {"type": EdgeKind.CALLS, "func": EdgeKind.DECORATES}
 
 
@@ -57,10 +59,20 @@ def _digest(*parts: str) -> str:
 
 
 def role_tags(index: Index, loaded: LoadedModule, info: CodeInfo) -> frozenset[str]:
-    """``factory`` / ``kernel`` / ``launcher`` from the decorators of ``info``."""
+    """``factory`` / ``kernel`` / ``launcher`` from the decorators of ``info`` (memoized)."""
+    key = (loaded.name, info.qualname)
+    found = index.tags.get(key)
+    if found is None:
+        found = index.tags[key] = _role_tags(index, loaded, info)
+    return found
+
+
+def _role_tags(index: Index, loaded: LoadedModule, info: CodeInfo) -> frozenset[str]:
+    if not info.decorators:
+        return frozenset()
     tags = set()
     for text in info.decorators:
-        target = scope_resolve(index, loaded, info.parent, text) if text else unresolved("")
+        target = decorator_target(index, loaded, info, text) if text else unresolved("")
         name = target.dotted if target.kind == "external" else text
         tag = _role(name)
         if tag:
@@ -85,11 +97,27 @@ def scope_binding(loaded: LoadedModule, start: str, name: str) -> tuple[Binding,
         info = loaded.codes.get(qual)
         if info is None:
             return None
-        binding = dict(info.scope).get(name)
+        binding = loaded.local_scope(qual).get(name)
         if binding is not None:
             return binding, qual
         qual = info.parent
     return None
+
+
+def decorator_target(index: Index, loaded: LoadedModule, info: CodeInfo, text: str) -> Target:
+    """A decorator (or a default value) is evaluated where the ``def`` stands: a method's
+    in its class body (``@value.setter``, ``default=__marker``), anything else in the
+    enclosing function or module scope."""
+    head, *rest = text.split(".")
+    earlier = dict(info.decorator_scope)
+    if head in earlier:
+        return index.follow(index.binding_target(loaded, head, earlier[head]), tuple(rest), head)[0]
+    if info.kind == "method":
+        cls_qual = info.qualname.rpartition(".")[0]
+        if head in loaded.class_body(cls_qual):
+            found = index.member(Target("class", module=loaded.name, qualname=cls_qual), head)
+            return index.follow(found, tuple(rest), head)[0] if found else unresolved("not in the class body")
+    return scope_resolve(index, loaded, info.parent, text)
 
 
 def scope_resolve(index: Index, loaded: LoadedModule, start: str, text: str) -> Target:
@@ -112,12 +140,24 @@ class _Builder:
         self.index = index
         self.nodes: dict[str, Node] = {}
         self.edges: dict[Edge, None] = {}
-        self.work: deque[Callable[[], None]] = deque()
-        self.tags: dict[tuple[str, str], frozenset[str]] = {}
+        self.work: deque[tuple[str, Callable[[], None]]] = deque()
+        self.problems: list[Diagnostic] = []
 
     def run(self) -> None:
         while self.work:
-            self.work.popleft()()
+            nid, expand = self.work.popleft()
+            try:
+                expand()
+            except RecursionError:  # a pathological chain: keep the rest of the graph
+                node = self.nodes[nid]
+                where = node.location
+                self.problems.append(
+                    Diagnostic(
+                        where.path if where else nid,
+                        where.line if where else 1,
+                        f"{nid}: name chain too deep to resolve; its dependencies are incomplete",
+                    )
+                )
 
     def add(self, nid: str, kind: NodeKind, digest: str, **extra: object) -> bool:
         if nid in self.nodes:
@@ -131,8 +171,9 @@ class _Builder:
     # -- leaves ----------------------------------------------------------------------
     def external(self, dotted: str) -> str:
         nid = external_id(dotted)
-        detail = _origin.external_detail(dotted.partition(".")[0])
-        self.add(nid, NodeKind.EXTERNAL, _digest("external", detail), detail=detail)
+        if nid not in self.nodes:
+            digest, detail = _origin.external_digest(dotted)
+            self.add(nid, NodeKind.EXTERNAL, digest, detail=detail)
         return nid
 
     def unresolved(self, where: str, name: str, why: str) -> str:
@@ -179,12 +220,10 @@ class _Builder:
         nid = node_id(module, qualname, node_id(*shown) if shown else None)
         kind = NodeKind.METHOD if info.kind == "method" else NodeKind.FUNCTION
         location = Location(loaded.file.location_path, info.line)
-        tags = self.tags.get((module, qualname))
-        if tags is None:
-            tags = self.tags[(module, qualname)] = role_tags(self.index, loaded, info)
+        tags = role_tags(self.index, loaded, info)
         if self.add(nid, kind, info.digest, location=location, tags=tags):
             effective = (owner or defining) if defining else None
-            self.work.append(lambda: self.expand_code(nid, loaded, info, effective))
+            self.work.append((nid, lambda: self.expand_code(nid, loaded, info, effective)))
         return nid
 
     def expand_code(self, nid: str, loaded: LoadedModule, info: CodeInfo, owner: Owner | None) -> None:
@@ -201,30 +240,46 @@ class _Builder:
                 self.free_ref(nid, loaded, info, name, attrs)
             elif scope == "import":
                 self.import_ref(nid, loaded, info, name, attrs)
-        if info.kind == "method" and ("global", "super", ()) in info.refs:
-            self.super_ref(nid, loaded, info, owner)
+        if info.kind == "method" and any(r[1] == "super" or r[1] == "__class__" for r in info.refs if not r[2]):
+            self.class_cell(nid, loaded, info, owner)
         if not info.parent or info.kind == "method":  # only these exist as function objects
             self.defaults(nid, loaded, info)
         for text in info.decorators:
             if text:
-                self.link(nid, scope_resolve(self.index, loaded, info.parent, text), "@" + text, EdgeKind.DECORATES)
+                self.link(nid, decorator_target(self.index, loaded, info, text), "@" + text, EdgeKind.DECORATES)
 
     def self_ref(self, nid: str, attr: str, owner: Owner | None) -> None:
         label = f"self.{attr}"
         if owner is None:
             self.edge(nid, self.unresolved(nid, label, "no owner class to resolve self on"), EdgeKind.METHOD, label)
             return
-        found = self.index.member(Target("class", module=owner[0], qualname=owner[1]), attr)
+        cls = Target("class", module=owner[0], qualname=owner[1])
+        found = self.index.member(cls, attr) or self._from_opaque_base(cls, attr)
         if found is None:
             self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
             return
         self.edge(nid, self.target_node(nid, found, label), EdgeKind.METHOD, label)
 
-    def super_ref(self, nid: str, loaded: LoadedModule, info: CodeInfo, owner: Owner | None) -> None:
-        """``super().m()`` in an override: the method it shadows, next on the owner's MRO."""
+    def _from_opaque_base(self, cls: Target, attr: str) -> Target | None:
+        """An attribute not defined in the project classes of the MRO may come from a
+        library base class (then it is that library's leaf) or an unresolvable one."""
+        for base in self.index.mro(cls):
+            if base.kind in ("external", "builtin") and base.dotted != "builtins.object":
+                return Target("external", dotted=f"{base.dotted}.{attr}")
+            if base.kind == "unresolved":
+                return unresolved(f"not on the class; may come from a base class that is unresolved: {base.reason}")
+        if attr in _OBJECT_ATTRIBUTES:  # self.__class__, self.__dict__, ...
+            return Target("external", dotted=f"builtins.object.{attr}")
+        return None
+
+    def class_cell(self, nid: str, loaded: LoadedModule, info: CodeInfo, owner: Owner | None) -> None:
+        """A method using ``super()`` has a ``__class__`` cell: the defining class (as the
+        runtime sees it) and, for ``super().m()``, the method it shadows on the owner's MRO."""
         defining = _defining_class(loaded, info)
         if defining is None:
             return
+        cell = self.klass(Target("class", module=defining[0], qualname=defining[1]))
+        self.edge(nid, cell, EdgeKind.CLOSURE, "__class__")
         name = info.qualname.rpartition(".")[2]
         mro = self.index.mro(Target("class", module=(owner or defining)[0], qualname=(owner or defining)[1]))
         keys = [(t.module, t.qualname) for t in mro]
@@ -236,8 +291,8 @@ class _Builder:
                 return
 
     def free_ref(self, nid: str, loaded: LoadedModule, info: CodeInfo, name: str, attrs: tuple[str, ...]) -> None:
-        if any(bound == name for bound, _ in info.scope):
-            return  # a cell of this very code, read by a folded comprehension
+        if name == "__class__" or name in loaded.local_scope(info.qualname):
+            return  # the class cell (see class_cell), or a cell of this very code read by a comprehension
         found = scope_binding(loaded, info.parent, name)
         if found is None:
             self.edge(nid, self.unresolved(nid, name, "free variable without binding"), EdgeKind.CLOSURE, name)
@@ -262,11 +317,16 @@ class _Builder:
             self.link(nid, target, label)
 
     def defaults(self, nid: str, loaded: LoadedModule, info: CodeInfo) -> None:
+        # Default *values* are named after the parameter (``f#default.block``), as at run
+        # time; a default that names code links to that code.
         for param, kind, payload in info.defaults:
-            if kind == "ref":
-                target, _ = self.index.resolve_dotted(loaded.name, payload)
+            target = decorator_target(self.index, loaded, info, payload) if kind == "ref" else None
+            if target is not None and target.kind != "value":
                 self.edge(nid, self.target_node(nid, target, payload), EdgeKind.DEFAULT, param)
                 continue
+            if target is not None:
+                assert isinstance(target.binding, ValueBinding)
+                kind, payload = ("value" if target.binding.literal else "expr"), target.binding.digest
             vid = f"{nid}#default.{param}"
             tags = frozenset() if kind == "value" else frozenset({STATIC_EXPRESSION})
             self.add(vid, NodeKind.GLOBAL, payload, tags=tags)
@@ -284,7 +344,7 @@ class _Builder:
         tags = frozenset() if exact else frozenset({STATIC_EXPRESSION})
         location = Location(loaded.file.location_path, info.line)
         if self.add(nid, NodeKind.CLASS, digest, location=location, tags=tags):
-            self.work.append(lambda: self.expand_class(nid, target, loaded, info.body))
+            self.work.append((nid, lambda: self.expand_class(nid, target, loaded, info.body)))
         return nid
 
     def expand_class(self, nid: str, target: Target, loaded: LoadedModule, body: Iterable) -> None:
@@ -294,17 +354,23 @@ class _Builder:
             if isinstance(binding, DefBinding):
                 self.edge(nid, self.code(loaded.name, binding.qualname, None), EdgeKind.METHOD, name)
 
-    def value(self, target: Target) -> str:
+    def value(self, target: Target, nid: str = "") -> str:
+        nid = nid or node_id(*(target.home or (target.module, target.qualname)))
         binding = target.binding
-        assert isinstance(binding, ValueBinding)
-        nid = node_id(target.module, target.qualname)
+        if not isinstance(binding, ValueBinding):  # bound by a loop, a with, an unpacking...
+            how = getattr(binding, "how", "a statement")
+            detail = f"bound by {how}: value not known statically"
+            self.add(
+                nid, NodeKind.GLOBAL, _digest("bound-by", how, nid), detail=detail, tags=frozenset({STATIC_EXPRESSION})
+            )
+            return nid
         is_object = any(label == "type" for label, _ in binding.refs)
         kind = NodeKind.OBJECT if is_object else NodeKind.GLOBAL
         tags = frozenset() if binding.literal else frozenset({STATIC_EXPRESSION})
         loaded = self.index.module(target.module)
         location = Location(loaded.file.location_path, binding.line) if loaded else None
         if self.add(nid, kind, binding.digest, location=location, detail=binding.text, tags=tags):
-            self.work.append(lambda: self.expand_value(nid, target.module, binding))
+            self.work.append((nid, lambda: self.expand_value(nid, target.module, binding)))
         return nid
 
     def lambda_at(self, module: str, line: int) -> str:
@@ -317,10 +383,18 @@ class _Builder:
 
     def expand_value(self, nid: str, module: str, binding: ValueBinding) -> None:
         for label, text in binding.refs:
+            if text.startswith("<value>:"):  # a literal argument of functools.partial
+                self.add(f"{nid}.{label}", NodeKind.GLOBAL, text[len("<value>:") :])
+                self.edge(nid, f"{nid}.{label}", EdgeKind.ATTRIBUTE, label)
+                continue
             if text.startswith("<lambda>@"):
                 self.edge(nid, self.lambda_at(module, int(text.partition("@")[2])), EdgeKind.ATTRIBUTE, label)
                 continue
             target, consumed = self.index.resolve_dotted(module, text)
+            if label.startswith("[") and target.kind == "value":
+                # An object stored in a table is named after its slot, as at run time.
+                self.edge(nid, self.value(target, f"{nid}{label}"), EdgeKind.ATTRIBUTE, label)
+                continue
             kind = _VALUE_EDGE.get(label) or (EdgeKind.ATTRIBUTE if label.startswith("[") else None)
             self.link(nid, target, label or consumed, kind)
 
@@ -341,9 +415,9 @@ def _owner_of(node: Node) -> Owner | None:
     return (module, qual) if owner else None
 
 
-def build_graph(index: Index, roots: Iterable[RootSpec]) -> DepGraph:
-    """The dependency graph reachable from ``roots``."""
+def build_graph(index: Index, roots: Iterable[RootSpec]) -> tuple[DepGraph, list[Diagnostic]]:
+    """The dependency graph reachable from ``roots``, and what could not be resolved."""
     builder = _Builder(index)
     ids = tuple(dict.fromkeys(builder.root(r) for r in roots))
     builder.run()
-    return DepGraph(ids, builder.nodes, tuple(builder.edges))
+    return DepGraph(ids, builder.nodes, tuple(builder.edges)), builder.problems

@@ -12,7 +12,7 @@ tuples load several times faster; they are just as immutable.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 7
 
 
 class ImportBinding(NamedTuple):
@@ -66,7 +66,8 @@ class ValueBinding(NamedTuple):
     names the expression reads, as (label, dotted) pairs in source order. Labels follow the
     runtime discovery's edge labels: ``alias`` (the value *is* that name), ``type`` and
     ``func`` (``functools.partial(func, ...)``), ``['key']`` / ``[0]`` (a dispatch table
-    entry), '' (any other read)."""
+    entry), '' (any other read). A partial's literal arguments are ``arg0``/keyword labels
+    with the pseudo-name ``<value>:<digest>``; a lambda table entry is ``<lambda>@LINE``."""
 
     line: int
     digest: str
@@ -89,7 +90,7 @@ class LocalBinding(NamedTuple):
     how: str
 
 
-Binding = Union[ImportBinding, DefBinding, ClassBinding, ValueBinding, ParamBinding, LocalBinding]
+Binding = ImportBinding | DefBinding | ClassBinding | ValueBinding | ParamBinding | LocalBinding
 
 # A name read by code, as recorded by ``_bytecode.code_refs``: (scope, name, attrs).
 Ref = tuple[str, str, tuple[str, ...]]
@@ -106,7 +107,8 @@ class CodeInfo(NamedTuple):
     scope. ``defaults`` are (parameter, kind, payload) with kind ``ref`` (payload a dotted
     name), ``value`` (payload the literal's value digest) or ``expr`` (expression digest).
     ``self_name`` is the first positional parameter when it is ``self``/``cls`` (the
-    runtime's rule). ``scope`` are the names the code binds.
+    runtime's rule). ``scope`` are the names the code binds. ``decorator_scope`` holds the
+    earlier binding of the function's own name when a decorator reads it (``@v.setter``).
     """
 
     qualname: str
@@ -120,13 +122,16 @@ class CodeInfo(NamedTuple):
     defaults: tuple[tuple[str, str, str], ...]
     self_name: str
     scope: tuple[tuple[str, Binding], ...]
+    decorator_scope: tuple[tuple[str, Binding], ...] = ()
 
 
 class ClassInfo(NamedTuple):
     """A class statement: bases and decorators as dotted names ('' where not a plain dotted
     name); ``body`` is what the class body binds, in order. ``digest`` is the runtime's class
     digest (qualname + snapshot of its non-code attributes) when the body holds only methods
-    and literal values, else '' (the resolver then digests the body's expressions)."""
+    and literal values, else '' (the resolver then digests the body's expressions).
+    ``base_scope`` holds the earlier binding of a base name the class statement rebinds
+    (``class ConstantOp(ConstantOp)`` refines an imported class of the same name)."""
 
     qualname: str
     line: int
@@ -134,6 +139,7 @@ class ClassInfo(NamedTuple):
     decorators: tuple[str, ...]
     body: tuple[tuple[str, Binding], ...]
     digest: str
+    base_scope: tuple[tuple[str, Binding], ...] = ()
 
 
 class Problem(NamedTuple):

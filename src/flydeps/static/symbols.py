@@ -16,13 +16,22 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .project import ModuleFile, Project, resolve_relative
-from .summary import Binding, ClassBinding, ClassInfo, CodeInfo, DefBinding, FileSummary, ImportBinding, ValueBinding
+from .summary import Binding, ClassBinding, ClassInfo, CodeInfo, DefBinding
+from .summary import FileSummary, ImportBinding, LocalBinding, ValueBinding
 
 __all__ = ["Index", "LoadedModule", "Target"]
 
 _BUILTINS = frozenset(dir(builtins))
+# Globals every module has without binding them.
+_MODULE_ATTRIBUTES = frozenset(
+    {"__file__", "__name__", "__spec__", "__loader__", "__package__", "__path__", "__cached__", "__builtins__"}
+)
+# Longest chain of re-exports / aliases followed before giving up (keeps the recursion
+# far from Python's limit whatever the input).
+MAX_CHAIN = 64
 
 
 @dataclass(frozen=True)
@@ -34,31 +43,42 @@ class LoadedModule:
     scope: dict[str, Binding] = field(init=False, compare=False)
     codes: dict[str, CodeInfo] = field(init=False, compare=False)
     classes: dict[str, ClassInfo] = field(init=False, compare=False)
+    _tables: dict[str, dict[str, Binding]] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", dict(self.summary.scope))
         object.__setattr__(self, "codes", {c.qualname: c for c in self.summary.codes})
         object.__setattr__(self, "classes", {c.qualname: c for c in self.summary.classes})
+        object.__setattr__(self, "_tables", {})
 
     @property
     def name(self) -> str:
         return self.file.name
 
-    def exports(self) -> tuple[str, ...]:
-        """Names ``from this import *`` binds (``__all__`` or the public names)."""
-        if self.summary.all_names is not None:
-            return self.summary.all_names
-        return tuple(n for n in self.scope if not n.startswith("_"))
+    def local_scope(self, qualname: str) -> dict[str, Binding]:
+        """What function ``qualname`` binds (built once per function)."""
+        return self._table("f" + qualname, lambda: self.codes[qualname].scope if qualname in self.codes else ())
+
+    def class_body(self, qualname: str) -> dict[str, Binding]:
+        """What class ``qualname``'s body binds (built once per class)."""
+        return self._table("c" + qualname, lambda: self.classes[qualname].body if qualname in self.classes else ())
+
+    def _table(self, key: str, items: Callable[[], tuple[tuple[str, Binding], ...]]) -> dict[str, Binding]:
+        found = self._tables.get(key)
+        if found is None:
+            found = self._tables[key] = dict(items())
+        return found
 
 
-@dataclass(frozen=True)
-class Target:
-    """What a name refers to.
+class Target(NamedTuple):
+    """What a name refers to (a NamedTuple: resolution creates tens of thousands).
 
     kind: ``module`` (project module ``module``), ``def`` (function code ``qualname`` in
     ``module``), ``class``, ``value`` (a data binding ``qualname`` in ``module``; ``binding``
     holds it), ``external`` / ``builtin`` (``dotted``), ``unresolved`` (``reason``).
-    ``owner`` is the class (module, qualname) a method was looked up through.
+    ``owner`` is the class (module, qualname) a method was looked up through. ``home`` is
+    the (module, name) namespace entry a value was read from when it is not where the value
+    is defined (``from .a import TABLE``): the runtime names value nodes by that entry.
     """
 
     kind: str
@@ -68,6 +88,7 @@ class Target:
     reason: str = ""
     binding: Binding | None = None
     owner: tuple[str, str] | None = None
+    home: tuple[str, str] | None = None
 
 
 def unresolved(reason: str) -> Target:
@@ -84,6 +105,9 @@ class Index:
         self.project = project
         self._load = loader
         self._mro: dict[tuple[str, str], tuple[Target, ...]] = {}
+        self._modules: dict[str, Target] = {}
+        self._globals: dict[tuple[str, str], Target] = {}
+        self.tags: dict[tuple[str, str], frozenset[str]] = {}  # role tags, filled by resolve
 
     def module(self, name: str) -> LoadedModule | None:
         return self._load(name)
@@ -94,31 +118,54 @@ class Index:
         key = (module, name)
         if key in seen:
             return unresolved(f"import cycle through {module}.{name}")
+        if len(seen) > MAX_CHAIN:
+            return unresolved(f"re-export chain longer than {MAX_CHAIN} at {module}.{name}")
         seen = seen | {key}
         loaded = self.module(module)
         if loaded is None:
             return None
         binding = loaded.scope.get(name)
         if binding is not None:
-            return self.binding_target(loaded, name, binding, seen)
-        for star in reversed(loaded.summary.star_imports):
-            found = self._from_star(loaded, star, name, seen)
-            if found is not None:
-                return found
+            return _at_home(self.binding_target(loaded, name, binding, seen), module, name)
+        found = self._star_lookup(loaded, name, seen)
+        if found is not None:
+            return _at_home(found, module, name)
         if loaded.file.is_package and self.project.find(f"{module}.{name}") is not None:
             return Target("module", module=f"{module}.{name}")
         return None
 
-    def _from_star(self, loaded: LoadedModule, star: ImportBinding, name: str, seen: frozenset) -> Target | None:
+    def _star_lookup(
+        self, loaded: LoadedModule, name: str, seen: frozenset, *, attribute: bool = False
+    ) -> Target | None:
+        """``name`` from the module's ``from x import *`` statements, last one first. A
+        library or compiled source's names are unknown: it is assumed to provide ``name``,
+        except builtin names read as globals (``len`` stays the builtin); as an attribute
+        (``os.open``) it does provide them."""
+        for star in reversed(loaded.summary.star_imports):
+            found = self._from_star(loaded, star, name, seen, attribute)
+            if found is not None:
+                return found
+        return None
+
+    def _from_star(
+        self, loaded: LoadedModule, star: ImportBinding, name: str, seen: frozenset, attribute: bool
+    ) -> Target | None:
         base = resolve_relative(loaded.name, loaded.file.is_package, star.module, star.level)
         if base is None:
             return None
         source = self.module(base)
         if source is None:
-            return Target("external", dotted=f"{base}.{name}") if star.level == 0 and name not in _BUILTINS else None
-        return self.lookup(base, name, seen) if name in source.exports() else None
+            outside = star.level == 0 or self.project.is_extension(base)
+            claim = outside and (attribute or name not in _BUILTINS)
+            return Target("external", dotted=f"{base}.{name}") if claim else None
+        if source.summary.all_names is not None:
+            return self.lookup(base, name, seen) if name in source.summary.all_names else None
+        # No __all__: every public name of its namespace, including its own star imports.
+        return None if name.startswith("_") else self.lookup(base, name, seen)
 
-    def binding_target(self, loaded: LoadedModule, name: str, binding: Binding, seen: frozenset = frozenset()) -> Target:
+    def binding_target(
+        self, loaded: LoadedModule, name: str, binding: Binding, seen: frozenset = frozenset()
+    ) -> Target:
         """The target of one binding in ``loaded``'s module scope (or a class body)."""
         if isinstance(binding, DefBinding):
             return Target("def", module=loaded.name, qualname=binding.qualname)
@@ -127,44 +174,70 @@ class Index:
         if isinstance(binding, ImportBinding):
             return self.import_target(loaded, binding, seen)
         if isinstance(binding, ValueBinding) and binding.refs[:1] and binding.refs[0][0] == "alias":
-            return self.resolve_dotted(loaded.name, binding.refs[0][1], seen)[0]
+            text = binding.refs[0][1]
+            head, *rest = text.split(".")
+            if head == name:  # ``TimeoutError = TimeoutError``: the name as it was before (stars, builtins)
+                before = self._star_lookup(loaded, head, seen) or self._builtin(head)
+                return self.follow(before, tuple(rest), head, seen)[0]
+            return self.resolve_dotted(loaded.name, text, seen)[0]
         return Target("value", module=loaded.name, qualname=name, binding=binding)
+
+    @staticmethod
+    def _builtin(name: str) -> Target:
+        if name in _BUILTINS:
+            return Target("builtin", dotted=f"builtins.{name}")
+        return unresolved("name is not defined")
 
     def import_target(self, loaded: LoadedModule, imp: ImportBinding, seen: frozenset = frozenset()) -> Target:
         """What an import statement binds."""
-        base = resolve_relative(loaded.name, loaded.file.is_package, imp.module if imp.name else imp.bound_module, imp.level)
+        base = resolve_relative(
+            loaded.name, loaded.file.is_package, imp.module if imp.name else imp.bound_module, imp.level
+        )
         if base is None:
             return unresolved(f"relative import beyond the top-level package in {loaded.name}")
         if not imp.name:
             return self.module_target(base)
-        if self.module(base) is not None:
+        sub = f"{base}.{imp.name}"
+        # ``from . import env`` in a package's own __init__: the submodule, not the binding itself.
+        if self.module(base) is not None and base != loaded.name:
             found = self.lookup(base, imp.name, seen)
             if found is not None:
                 return found
-        sub = f"{base}.{imp.name}"
         if self.project.find(sub) is not None or (self.module(base) is None and self.project.is_namespace(sub)):
             return Target("module", module=sub)
+        if self.project.is_extension(sub) or self.project.is_extension(base):
+            return Target("external", dotted=sub)  # compiled code inside the project: a leaf
         if self.module(base) is not None or imp.level:
             return unresolved(f"module {base} has no name {imp.name}")
         return Target("external", dotted=sub)
 
     def module_target(self, name: str) -> Target:
-        if self.project.find(name) is not None or self.project.is_namespace(name):
-            return Target("module", module=name)
-        return Target("external", dotted=name)
+        found = self._modules.get(name)
+        if found is None:
+            project = self.project
+            is_project = not project.is_extension(name) and (
+                project.find(name) is not None or project.is_namespace(name)
+            )
+            found = self._modules[name] = (
+                Target("module", module=name) if is_project else Target("external", dotted=name)
+            )
+        return found
 
     # -- attributes and dotted names -------------------------------------------------
     def attr(self, target: Target, name: str, seen: frozenset = frozenset()) -> Target | None:
         """``target.name``; None when the chain stops (an attribute of a function or value)."""
         if target.kind == "module":
-            found = self.lookup(target.module, name, seen) if self.module(target.module) else None
+            loaded = self.module(target.module)
+            found = self.lookup(target.module, name, seen) if loaded else None
             if found is None and self.project.find(f"{target.module}.{name}") is not None:
                 return Target("module", module=f"{target.module}.{name}")
+            if found is None and loaded is not None:
+                found = self._star_lookup(loaded, name, seen, attribute=True)
             return found or unresolved(f"module {target.module} has no attribute {name}")
         if target.kind in ("external", "builtin"):
             return Target("external", dotted=f"{target.dotted}.{name}")
         if target.kind == "class":
-            return self.member(target, name)
+            return self.member(target, name, seen=seen)
         return None
 
     def resolve_dotted(self, module: str, text: str, seen: frozenset = frozenset()) -> tuple[Target, str]:
@@ -173,7 +246,9 @@ class Index:
         target = self.global_name(module, head, seen)
         return self.follow(target, tuple(rest), head, seen)
 
-    def follow(self, target: Target, attrs: tuple[str, ...], label: str, seen: frozenset = frozenset()) -> tuple[Target, str]:
+    def follow(
+        self, target: Target, attrs: tuple[str, ...], label: str, seen: frozenset = frozenset()
+    ) -> tuple[Target, str]:
         for name in attrs:
             nxt = self.attr(target, name, seen)
             if nxt is None:
@@ -184,13 +259,23 @@ class Index:
         return target, label
 
     def global_name(self, module: str, name: str, seen: frozenset = frozenset()) -> Target:
-        """A global read: module scope, then builtins, else unresolved."""
+        """A global read: module scope, then builtins, else unresolved (memoized: every
+        function of a module reads the same few globals)."""
+        if seen:
+            return self._global_name(module, name, seen)
+        key = (module, name)
+        found = self._globals.get(key)
+        if found is None:
+            found = self._globals[key] = self._global_name(module, name, seen)
+        return found
+
+    def _global_name(self, module: str, name: str, seen: frozenset) -> Target:
         found = self.lookup(module, name, seen)
         if found is not None:
             return found
-        if name in _BUILTINS:
-            return Target("builtin", dotted=f"builtins.{name}")
-        return unresolved("name is not defined")
+        if name in _MODULE_ATTRIBUTES:
+            return Target("value", module=module, qualname=name, binding=LocalBinding(0, "the import system"))
+        return self._builtin(name)
 
     # -- classes ---------------------------------------------------------------------
     def class_info(self, target: Target) -> ClassInfo | None:
@@ -202,37 +287,73 @@ class Index:
         if info is None:
             return []
         out = []
+        loaded = self.module(target.module)
+        earlier = dict(info.base_scope)
         for text in info.bases:
-            base = self.resolve_dotted(target.module, text)[0] if text else unresolved("computed base class")
+            head, *rest = text.split(".")
+            if head in earlier and loaded is not None:
+                base = self.follow(self.binding_target(loaded, head, earlier[head]), tuple(rest), head)[0]
+            elif head == target.qualname.rpartition(".")[2] and loaded is not None:  # from a star import
+                star = self._star_lookup(loaded, head, frozenset()) or unresolved(f"base {head} is the class itself")
+                base = self.follow(star, tuple(rest), head)[0]
+            else:
+                base = self.resolve_dotted(target.module, text)[0] if text else unresolved("computed base class")
             if not (base.kind == "builtin" and base.dotted == "builtins.object"):
                 out.append(base)
         return out
 
-    def mro(self, target: Target) -> tuple[Target, ...]:
-        """C3 linearization; project classes are expanded, other bases end the chain."""
+    def mro(self, target: Target, depth: int = 0) -> tuple[Target, ...]:
+        """C3 linearization; project classes are expanded, other bases end the chain (as do
+        hierarchies deeper than ``MAX_CHAIN``)."""
         key = (target.module, target.qualname)
         if key in self._mro:
             return self._mro[key]
         self._mro[key] = (target,)  # cycle guard: a class inheriting from itself
-        seqs = [list(self.mro(b)) if b.kind == "class" else [b] for b in self.bases(target)]
+        if depth > MAX_CHAIN:
+            return self._mro[key]
+        seqs = [list(self.mro(b, depth + 1)) if b.kind == "class" else [b] for b in self.bases(target)]
         self._mro[key] = (target, *_c3_merge([*seqs, self.bases(target)]))
         return self._mro[key]
 
-    def member(self, cls: Target, name: str, owner: tuple[str, str] | None = None) -> Target | None:
-        """``name`` looked up along ``cls``'s MRO, with ``owner`` (default ``cls``) attached."""
+    def member(
+        self, cls: Target, name: str, owner: tuple[str, str] | None = None, seen: frozenset = frozenset()
+    ) -> Target | None:
+        """``name`` looked up along ``cls``'s MRO, with ``owner`` (default ``cls``) attached.
+
+        A class-body alias (``__radd__ = __add__``) resolves in the class body first, as
+        Python's class scope does, then at module level; alias cycles end as unresolved."""
         owner = owner or (cls.module, cls.qualname)
+        key = (f"{cls.module}:{cls.qualname}", name)
+        if key in seen or len(seen) > MAX_CHAIN:
+            return unresolved(f"alias cycle through {cls.qualname}.{name}")
         for klass in self.mro(cls):
-            if klass.kind != "class":
-                continue
-            info = self.class_info(klass)
-            binding = dict(info.body).get(name) if info else None
+            loaded = self.module(klass.module) if klass.kind == "class" else None
+            binding = loaded.class_body(klass.qualname).get(name) if loaded else None
             if binding is None:
                 continue
-            loaded = self.module(klass.module)
-            assert loaded is not None
-            found = self.binding_target(loaded, f"{klass.qualname}.{name}", binding)
-            return Target(found.kind, found.module, found.qualname, found.dotted, found.reason, found.binding, owner)
+            found = self._member_binding(klass, name, binding, owner, seen | {key})
+            return found._replace(owner=owner)
         return None
+
+    def _member_binding(
+        self, klass: Target, name: str, binding: Binding, owner: tuple[str, str], seen: frozenset
+    ) -> Target:
+        loaded = self.module(klass.module)
+        assert loaded is not None
+        if isinstance(binding, ValueBinding) and binding.refs[:1] and binding.refs[0][0] == "alias":
+            head, *rest = binding.refs[0][1].split(".")
+            if head in loaded.class_body(klass.qualname):
+                inner = self.member(klass, head, owner, seen) or unresolved(f"{klass.qualname}.{head} not found")
+                return self.follow(inner, tuple(rest), head, seen)[0]
+            return self.resolve_dotted(klass.module, binding.refs[0][1], seen)[0]
+        return self.binding_target(loaded, f"{klass.qualname}.{name}", binding, seen)
+
+
+def _at_home(target: Target, module: str, name: str) -> Target:
+    """A value read through namespace entry ``module.name`` (re-export, alias, star import)."""
+    if target.kind == "value" and (target.module, target.qualname) != (module, name):
+        return target._replace(home=(module, name))
+    return target
 
 
 def _c3_merge(seqs: list[list[Target]]) -> list[Target]:
