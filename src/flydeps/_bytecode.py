@@ -165,6 +165,7 @@ class NameRef:
     scope: str
     name: str
     attrs: tuple[str, ...] = ()
+    level: int = 0  # ``import``: the number of leading dots of a relative import
 
 
 def code_refs(code: CodeType) -> tuple[NameRef, ...]:
@@ -181,6 +182,7 @@ def code_refs(code: CodeType) -> tuple[NameRef, ...]:
 def _collect_refs(code: CodeType, refs: dict[NameRef, None]) -> None:
     chain_base: tuple[str, str] | None = None
     attrs: list[str] = []
+    consts: list[object] = []  # constants pushed since the last other instruction
 
     def flush() -> None:
         nonlocal chain_base
@@ -204,12 +206,18 @@ def _collect_refs(code: CodeType, refs: dict[NameRef, None]) -> None:
         elif name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW") and ins.arg is not None:
             chain_base = ("local", str(ins.argval))
         elif name == "IMPORT_NAME":
-            refs.setdefault(NameRef("import", str(ins.argval)), None)
+            # The level was pushed two instructions before: LOAD_CONST level; LOAD_CONST fromlist.
+            level = consts[-2] if len(consts) >= 2 and type(consts[-2]) is int else 0
+            refs.setdefault(NameRef("import", str(ins.argval), (), level), None)
         elif name == "IMPORT_FROM":
             # ``from a import b`` inside a function: ``a`` was recorded by IMPORT_NAME just before.
             last = next((r for r in reversed(refs) if r.scope == "import"), None)
             if last is not None:
-                refs.setdefault(NameRef("import", last.name, (str(ins.argval),)), None)
+                refs.setdefault(NameRef("import", last.name, (str(ins.argval),), last.level), None)
+        if name in ("LOAD_CONST", "LOAD_SMALL_INT"):
+            consts.append(ins.argval)
+        else:
+            consts.clear()
     flush()
 
 

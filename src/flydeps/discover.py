@@ -152,7 +152,10 @@ class _Walker:
 
     # -- dispatch --------------------------------------------------------------------
     def visit(self, obj: object, owner: type | None, hint: str) -> str:
-        key = (id(obj), id(owner))
+        # Code is one node wherever it is reached; a data value is a node per name that
+        # holds it (BLOCK_M = 64 and BLOCK_N = 64 share the int object, not the node).
+        code = is_code(obj) or callable(obj)
+        key = (id(obj), id(owner)) if code else (id(obj), id(owner), hint)
         found = self.memo.get(key)
         if found is not None:
             return found
@@ -246,7 +249,8 @@ class _Walker:
             qualname = code.co_qualname
         else:  # 3.10: a nested code object knows only its own name
             qualname = f"{parent.partition(':')[2].partition('@')[0]}.<locals>.{code.co_name}"
-        nid = node_id(module, qualname)
+        owner_suffix = parent.partition("@")[2]  # a function nested in a method keeps its owner
+        nid = f"{node_id(module, qualname)}@{owner_suffix}" if owner_suffix else node_id(module, qualname)
         if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=location(code)):
             self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
         return nid
@@ -266,7 +270,7 @@ class _Walker:
             ):
                 self._resolve_self(ref, nid, owner)
             elif ref.scope == "import":
-                self._resolve_import(ref, nid)
+                self._resolve_import(ref, nid, globals_)
         module = globals_.get("__name__", "?") if isinstance(globals_, dict) else "?"
         for nested in nested_codes(code):
             if is_function_code(nested):
@@ -277,7 +281,13 @@ class _Walker:
     def _resolve_global(self, ref: NameRef, nid: str, globals_: dict) -> None:
         name = ref.name
         value = globals_.get(name, MISSING)
-        self.bind(BindingKind.DICT, globals_, name, value, nid, f"{globals_.get('__name__', '?')}.{name}")
+        module = globals_.get("__name__", "?")
+        self.bind(BindingKind.DICT, globals_, name, value, nid, f"{module}.{name}")
+        if name in _MODULE_PLUMBING and value is not MISSING:
+            target = f"{module}:{name}"
+            self.add(target, NodeKind.GLOBAL, _digest("module-plumbing", str(module), name), detail=f"<{name} of {module}>")
+            self.edge(nid, target, EdgeKind.READS, name)
+            return
         home, key = globals_, name
         if value is MISSING:
             builtins = globals_.get("__builtins__", {})
@@ -332,12 +342,18 @@ class _Walker:
         hint = node_id(module_of(defining), f"{defining.__qualname__}.{attr}")
         self.edge(nid, self.visit(value, owner, hint), EdgeKind.METHOD, label)
 
-    def _resolve_import(self, ref: NameRef, nid: str) -> None:
-        module = sys.modules.get(ref.name)
+    def _resolve_import(self, ref: NameRef, nid: str, globals_: dict) -> None:
+        name = ref.name
+        if ref.level:  # ``from .mem import x`` inside a function: relative to the package
+            package = globals_.get("__package__") or globals_.get("__name__", "")
+            parts = str(package).split(".")
+            base = ".".join(parts[: len(parts) - ref.level + 1]) if ref.level <= len(parts) else ""
+            name = f"{base}.{name}" if base and name else base or name
+        module = sys.modules.get(name)
         if module is None:
             self.edge(nid, self.unresolved(nid, ref.name, "module not imported"), EdgeKind.IMPORTS, ref.name)
             return
-        self._follow_chain(nid, module, {}, ref.name, ref.attrs, ref.name)
+        self._follow_chain(nid, module, {}, name, ref.attrs, ref.name)
 
     # -- classes, modules, objects, values -------------------------------------------
     def _visit_class(self, cls: type) -> str:
@@ -439,7 +455,23 @@ class _Walker:
                 self.edge(hint, self.visit(item, None, f"{hint}{label}"), EdgeKind.ATTRIBUTE, label)
 
 
-_CLASS_NOISE = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__"})
+# Class-namespace entries that restate structure or position (3.13 adds __firstlineno__,
+# a line number, and __static_attributes__, derived from the methods' code).
+_CLASS_NOISE = frozenset(
+    {
+        "__module__",
+        "__qualname__",
+        "__doc__",
+        "__dict__",
+        "__weakref__",
+        "__annotations__",
+        "__firstlineno__",
+        "__static_attributes__",
+    }
+)
+# Module attributes that locate rather than define: keyed by the module they belong to,
+# never by the absolute path or loader object they hold.
+_MODULE_PLUMBING = frozenset({"__file__", "__cached__", "__path__", "__spec__", "__loader__", "__builtins__"})
 _CONTAINERS = (tuple, list, dict, set, frozenset)
 
 

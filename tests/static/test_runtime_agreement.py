@@ -12,16 +12,6 @@ the reasons below, derived from the edge that reaches it; anything else fails th
   (``root``) whose type and ``cache_parameters`` are leaves of their own.
 * ``super()``: ``super().m()`` is followed statically to the shadowed method seen through
   the owner (``mod:Base.m@mod:Sub``); the runtime cannot see through the ``super()`` call.
-* ``local relative import``: ``from .mem import X`` inside a function resolves
-  statically; at run time ``IMPORT_NAME`` carries only ``mem`` (no package), so the
-  runtime has an ``unresolved:`` node instead.
-* ``interned constant``: the runtime memoizes values by identity, so two globals holding
-  the same small int (``BLOCK_M = BLOCK_N = 64``) share the first one's node; statically
-  each global is its own node (with the same own digest).
-* ``owner-less nested ids``: the runtime names functions nested in a method without the
-  owner, so a nested function reached under two owners is expanded only once; the static
-  side keeps ``...<locals>.kern@mod:Sub`` (ids are normalized here) and resolves ``self.x``
-  for each owner.
 * ``below``: reached only through a node explained above.
 
 Own digests of values tagged ``static-expression`` (tables, partials: not evaluated
@@ -49,10 +39,6 @@ CASES = [
 ]
 
 
-def _norm(nid: str) -> str:
-    return nid.partition("@")[0] if "<locals>" in nid else nid
-
-
 def _live_root(root: str) -> tuple[object, type | None]:
     module_name, _, rest = root.partition(":")
     qual, _, owner = rest.partition("@")
@@ -76,11 +62,11 @@ class _View:
     def __init__(self, graph: DepGraph, roots: tuple[str, ...]) -> None:
         self.graph = graph
         order = [n for r in roots for n in graph.reachable(r)]
-        self.ids = {_norm(n): n for n in order}
+        self.ids = {n: n for n in order}
         self.incoming: dict[str, list] = {}
         for nid in order:
             for edge in graph.successors(nid):
-                self.incoming.setdefault(_norm(edge.dst), []).append(edge)
+                self.incoming.setdefault(edge.dst, []).append(edge)
 
     def out(self, src: str, label: str) -> list:
         real = self.ids.get(src)
@@ -91,7 +77,7 @@ class _View:
 
 
 def _reason(edge, mine: _View, other: _View, explained: dict[str, str]) -> str:
-    src, dst = _norm(edge.src), _norm(edge.dst)
+    src = edge.src
     if src in explained:
         return "below"
     if edge.kind is EdgeKind.DECORATES and edge.label.startswith("@"):
@@ -100,15 +86,6 @@ def _reason(edge, mine: _View, other: _View, explained: dict[str, str]) -> str:
         return "wrapper object"
     if edge.kind is EdgeKind.OVERRIDES:
         return "super()"
-    if (edge.kind is EdgeKind.IMPORTS and dst.startswith("unresolved:")) or any(
-        e.kind is EdgeKind.IMPORTS for e in other.out(src, edge.label.split(".")[0])
-    ):
-        return "local relative import"
-    twins = [e for e in other.out(src, edge.label) if _norm(e.dst) != dst]
-    if twins and all(other.digest(_norm(e.dst)) == mine.digest(dst) for e in twins):
-        return "interned constant"
-    if twins and "<locals>" in src:
-        return "owner-less nested ids"
     return ""
 
 
@@ -164,7 +141,7 @@ def test_explanations_are_not_vacuous() -> None:
             live_graph = discover(obj, owner=owner)
             static, live = _View(graph, (root,)), _View(live_graph, live_graph.roots)
             seen |= set(_explain(static, live).values()) | set(_explain(live, static).values())
-        assert {"decorator", "wrapper object", "super()", "local relative import"} <= seen
+        assert {"decorator", "wrapper object", "super()"} <= seen
         assert "" not in seen
     finally:
         sys.path.remove(str(base))
