@@ -119,6 +119,7 @@ class _Walker:
         self.keep: list[object] = []  # memo keys are id()s: keep their objects alive
         self.work: deque[Callable[[], None]] = deque()
         self.live: set[str] = set()  # function nodes whose live object was expanded
+        self.claims: dict[str, tuple[object, CodeType]] = {}  # function node id -> (function or code, code)
         self.walked: set[tuple[str, int]] = set()  # (node, id(code)) already walked
 
     def run(self) -> None:
@@ -134,6 +135,27 @@ class _Walker:
 
     def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
         self.edges.append(Edge(src, dst, kind, label))
+
+    def _claim(self, base: str, obj: object, code: CodeType) -> str:
+        """The node id for function ``obj`` (or bare ``code``) named ``base``.
+
+        Distinct function objects never share a node: two closures of one ``def``, a
+        property's getter and setter, two lambdas in one table get ``base``, ``base#2``,
+        ``base#3`` in the order they are reached (the static front-end numbers them in
+        source order). A bare code object seen first as a constant of its enclosing code
+        is the same node as the live function that runs it."""
+        n = 1
+        while True:
+            nid = base if n == 1 else f"{base}#{n}"
+            holder = self.claims.get(nid)
+            if holder is None or holder[0] is obj:
+                self.claims[nid] = (obj, code)
+                return nid
+            if holder[1] is code and (isinstance(holder[0], CodeType) or isinstance(obj, CodeType)):
+                if isinstance(holder[0], CodeType):  # the live function takes over its placeholder
+                    self.claims[nid] = (obj, code)
+                return nid
+            n += 1
 
     def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
         code = kind is BindingKind.ATTR or is_code(expected)
@@ -206,7 +228,7 @@ class _Walker:
         defining = defining_class(fn, qualname)
         owner_id = node_id(module_of(owner), owner.__qualname__) if owner is not None else None
         defining_id = node_id(module_of(defining), defining.__qualname__) if defining is not None else None
-        nid = node_id(module, qualname, owner_id if owner_id != defining_id else None)
+        nid = self._claim(node_id(module, qualname, owner_id if owner_id != defining_id else None), fn, digest_code)
         kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
         node = Node(nid, kind, code_digest(digest_code), location=location(digest_code))
         # A nested function first seen as a code constant of its factory is upgraded here:
@@ -251,6 +273,7 @@ class _Walker:
             qualname = f"{parent.partition(':')[2].partition('@')[0]}.<locals>.{code.co_name}"
         owner_suffix = parent.partition("@")[2]  # a function nested in a method keeps its owner
         nid = f"{node_id(module, qualname)}@{owner_suffix}" if owner_suffix else node_id(module, qualname)
+        nid = self._claim(nid, code, code)
         if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=location(code)):
             self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
         return nid

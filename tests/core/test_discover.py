@@ -249,3 +249,40 @@ def test_functools_cache_wrapped_helpers_are_walked(pkg) -> None:
     m = pkg.load("m")
     assert f"{pkg.name}.m:table" in discover(m.kernel).nodes
     assert isinstance(m.table, functools._lru_cache_wrapper)
+
+
+def test_same_qualname_functions_are_distinct_nodes(pkg) -> None:
+    pkg.write(
+        "m",
+        """
+        def ha(x):
+            return x + 1
+        def hb(x):
+            return x * 2
+        OPS = {"add": lambda x: ha(x), "mul": lambda x: hb(x)}
+        class C:
+            @property
+            def v(self):
+                return ha(1)
+            @v.setter
+            def v(self, value):
+                hb(value)
+        def make(k):
+            def kern(x):
+                return x + k
+            return kern
+        KERNELS = [make(1), make(2)]
+        def kernel(x):
+            return OPS["add"](x), C, KERNELS
+        """,
+    )
+    m = pkg.load("m")
+    g = discover(m.kernel)
+    name = pkg.name
+    assert {f"{name}.m:<lambda>", f"{name}.m:<lambda>#2"} <= set(g.nodes)
+    assert {f"{name}.m:C.v", f"{name}.m:C.v#2"} <= set(g.nodes)
+    assert {f"{name}.m:make.<locals>.kern", f"{name}.m:make.<locals>.kern#2"} <= set(g.nodes)
+    # Each one is expanded: both helpers and both closure values are reached.
+    assert {f"{name}.m:ha", f"{name}.m:hb"} <= set(g.nodes)
+    closures = {g.nodes[e.dst].detail for e in g.edges if e.kind is EdgeKind.CLOSURE and e.label == "k"}
+    assert closures == {"1", "2"}
