@@ -24,6 +24,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 from blake3 import blake3
 
 from . import _origin
+from ._builder import GraphBuilder
 from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
 from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
 from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
@@ -41,7 +42,7 @@ from ._objects import (
     object_qualname,
     safe_name,
 )
-from .graph import DepGraph, Edge, EdgeKind, Node, NodeKind, external_id, node_id, unresolved_id
+from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
 
@@ -99,20 +100,18 @@ def discover_roots(roots: Sequence[tuple[object, type | None, str]]) -> Discover
     walker = _Walker()
     ids = tuple(dict.fromkeys(walker.visit(obj, owner, hint) for obj, owner, hint in roots))
     walker.run()
-    edges = tuple(dict.fromkeys(walker.edges))
-    return Discovery(DepGraph(ids, walker.nodes, edges), tuple(walker.bindings), tuple(walker.mutables))
+    return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables))
 
 
 def _digest(*parts: str) -> str:
     return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class _Walker:
+class _Walker(GraphBuilder):
     """Builds nodes immediately and expands them from a work list."""
 
     def __init__(self) -> None:
-        self.nodes: dict[str, Node] = {}
-        self.edges: list[Edge] = []
+        super().__init__()
         self.bindings: list[Binding] = []
         self.mutables: list[tuple[str, MutableWatch]] = []
         self.memo: dict[tuple[int, int], str] = {}
@@ -127,15 +126,6 @@ class _Walker:
             self.work.popleft()()
 
     # -- nodes -----------------------------------------------------------------------
-    def add(self, nid: str, kind: NodeKind, digest: str, **extra: object) -> bool:
-        if nid in self.nodes:
-            return False
-        self.nodes[nid] = Node(nid, kind, digest, **extra)  # type: ignore[arg-type]
-        return True
-
-    def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
-        self.edges.append(Edge(src, dst, kind, label))
-
     def _claim(self, base: str, obj: object, code: CodeType) -> str:
         """The node id for function ``obj`` (or bare ``code``) named ``base``.
 
@@ -160,17 +150,6 @@ class _Walker:
     def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
         code = kind is BindingKind.ATTR or is_code(expected)
         self.bindings.append(Binding(kind, container, key, expected, node, label, code))
-
-    def external(self, dotted: str) -> str:
-        nid = external_id(dotted)
-        digest, detail = _origin.external_digest(dotted)
-        self.add(nid, NodeKind.EXTERNAL, digest, detail=detail)
-        return nid
-
-    def unresolved(self, where: str, name: str, why: str) -> str:
-        nid = unresolved_id(where, name)
-        self.add(nid, NodeKind.UNRESOLVED, _digest("unresolved", name), detail=why)
-        return nid
 
     # -- dispatch --------------------------------------------------------------------
     def visit(self, obj: object, owner: type | None, hint: str) -> str:

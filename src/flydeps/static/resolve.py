@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from blake3 import blake3
 
-from .. import _origin
-from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind, external_id, node_id, unresolved_id
+from .._builder import GraphBuilder
+from ..graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 from .project import Diagnostic
 from .summary import Binding, ClassBinding, CodeInfo, DefBinding, ImportBinding, ValueBinding
 from .symbols import Index, LoadedModule, Target, unresolved
@@ -133,13 +133,12 @@ def scope_resolve(index: Index, loaded: LoadedModule, start: str, text: str) -> 
     return index.follow(target, tuple(rest), head)[0]
 
 
-class _Builder:
+class _Builder(GraphBuilder):
     """Creates nodes on first sight and expands them from a work list."""
 
     def __init__(self, index: Index) -> None:
+        super().__init__()
         self.index = index
-        self.nodes: dict[str, Node] = {}
-        self.edges: dict[Edge, None] = {}
         self.work: deque[tuple[str, Callable[[], None]]] = deque()
         self.problems: list[Diagnostic] = []
 
@@ -158,28 +157,6 @@ class _Builder:
                         f"{nid}: name chain too deep to resolve; its dependencies are incomplete",
                     )
                 )
-
-    def add(self, nid: str, kind: NodeKind, digest: str, **extra: object) -> bool:
-        if nid in self.nodes:
-            return False
-        self.nodes[nid] = Node(nid, kind, digest, **extra)  # type: ignore[arg-type]
-        return True
-
-    def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
-        self.edges.setdefault(Edge(src, dst, kind, label), None)
-
-    # -- leaves ----------------------------------------------------------------------
-    def external(self, dotted: str) -> str:
-        nid = external_id(dotted)
-        if nid not in self.nodes:
-            digest, detail = _origin.external_digest(dotted)
-            self.add(nid, NodeKind.EXTERNAL, digest, detail=detail)
-        return nid
-
-    def unresolved(self, where: str, name: str, why: str) -> str:
-        nid = unresolved_id(where, name)
-        self.add(nid, NodeKind.UNRESOLVED, _digest("unresolved", name), detail=why)
-        return nid
 
     # -- targets ---------------------------------------------------------------------
     def link(self, src: str, target: Target, label: str, kind: EdgeKind | None = None) -> None:
@@ -420,4 +397,4 @@ def build_graph(index: Index, roots: Iterable[RootSpec]) -> tuple[DepGraph, list
     builder = _Builder(index)
     ids = tuple(dict.fromkeys(builder.root(r) for r in roots))
     builder.run()
-    return DepGraph(ids, builder.nodes, tuple(builder.edges)), builder.problems
+    return builder.graph(ids), builder.problems
