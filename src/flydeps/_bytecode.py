@@ -51,7 +51,7 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _FLAG_MASK = 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0020 | 0x0080 | 0x0100 | 0x0200
 _TAG = f"flydeps-code-v1:{sys.implementation.cache_tag}".encode()
 
-_digest_cache: "weakref.WeakKeyDictionary[CodeType, str]" = weakref.WeakKeyDictionary()
+_analysis: "weakref.WeakKeyDictionary[CodeType, tuple[str, tuple[NameRef, ...]]]" = weakref.WeakKeyDictionary()
 
 
 def canonical_const(value: object) -> bytes:
@@ -84,9 +84,22 @@ def canonical_const(value: object) -> bytes:
 
 def code_digest(code: CodeType) -> str:
     """The normalized hex blake3 digest of ``code`` (cached per code object)."""
-    cached = _digest_cache.get(code)
+    return _analyze(code)[0]
+
+
+def _analyze(code: CodeType) -> tuple[str, tuple[NameRef, ...]]:
+    """Digest and own name references of ``code`` from one decoding of its instructions
+    (decoding dominates the cold cost of both), memoized per code object."""
+    cached = _analysis.get(code)
     if cached is not None:
         return cached
+    instructions = [i for i in dis.get_instructions(code) if i.opname not in _SKIP]
+    result = (_digest_instructions(code, instructions), _refs_of(code, instructions))
+    _analysis[code] = result
+    return result
+
+
+def _digest_instructions(code: CodeType, instructions: list[dis.Instruction]) -> str:
     h = blake3(_TAG)
     h.update(
         canonical_const(
@@ -101,7 +114,6 @@ def code_digest(code: CodeType) -> str:
             )
         )
     )
-    instructions = [i for i in dis.get_instructions(code) if i.opname not in _SKIP]
     index = {ins.offset: n for n, ins in enumerate(instructions)}
     for ins in instructions:
         h.update(b"\n" + ins.opname.encode())
@@ -130,9 +142,7 @@ def code_digest(code: CodeType) -> str:
                 lasti,
             )
         )
-    digest = h.hexdigest()
-    _digest_cache[code] = digest
-    return digest
+    return h.hexdigest()
 
 
 def _target_index(index: dict[int, int], offset: object) -> int:
@@ -171,15 +181,16 @@ class NameRef:
 def code_refs(code: CodeType) -> tuple[NameRef, ...]:
     """Names read by ``code`` and the comprehensions/class bodies folded into it, in
     first-use order. Nested functions are not included: they are nodes of their own."""
-    refs: dict[NameRef, None] = {}
-    _collect_refs(code, refs)
+    refs: dict[NameRef, None] = dict.fromkeys(_analyze(code)[1])
     for nested in nested_codes(code):
         if not is_function_code(nested):
             refs.update(dict.fromkeys(code_refs(nested)))
     return tuple(refs)
 
 
-def _collect_refs(code: CodeType, refs: dict[NameRef, None]) -> None:
+def _refs_of(code: CodeType, instructions: list[dis.Instruction]) -> tuple[NameRef, ...]:
+    """Names read by ``code``'s own instructions (filler already dropped), first use first."""
+    refs: dict[NameRef, None] = {}
     chain_base: tuple[str, str] | None = None
     attrs: list[str] = []
     consts: list[object] = []  # constants pushed since the last other instruction
@@ -191,10 +202,8 @@ def _collect_refs(code: CodeType, refs: dict[NameRef, None]) -> None:
         chain_base = None
         attrs.clear()
 
-    for ins in dis.get_instructions(code):
+    for ins in instructions:
         name = ins.opname
-        if name in _SKIP:
-            continue
         if name in _ATTR_OPS and chain_base is not None:
             attrs.append(str(ins.argval))
             continue
@@ -219,6 +228,7 @@ def _collect_refs(code: CodeType, refs: dict[NameRef, None]) -> None:
         else:
             consts.clear()
     flush()
+    return tuple(refs)
 
 
 def nested_codes(code: CodeType) -> Iterator[CodeType]:
