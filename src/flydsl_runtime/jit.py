@@ -331,6 +331,10 @@ class Launcher:
             else:
                 self._baseline(owner, after)
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
+            if pinned is not None:
+                # Keyed by identity: what the trace read of the instance's own state (its
+                # attributes, as they stand now the trace finished) must still hold on a hit.
+                extra = (*extra, fingerprint(pinned).guard())
             entry = Entry(key, compiled, ir_key, state.fingerprint, extra, pinned)
             self._entries[key] = entry
             self._last[owner] = entry

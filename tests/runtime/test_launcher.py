@@ -325,6 +325,23 @@ def test_bound_instances_key_by_cache_signature_else_identity(fdk, traces) -> No
     assert pinned == [first, second]
 
 
+def test_identity_keyed_instance_state_change_retraces(fdk, traces) -> None:
+    classy = fdk.module("classy")
+    tensors = _tensors(n=64)
+    scaled = classy.Scaled(2)
+    scaled.launch(*tensors)
+    scaled.launch(*tensors)
+    assert len(traces) == 1
+    (before,) = _ir_keys(classy.Base.launch)
+    scaled.scale = 3  # read by Scaled.op at trace time: baked into the code
+    scaled.launch(*tensors)
+    assert len(traces) == 2
+    (after,) = _ir_keys(classy.Base.launch)  # the identity-keyed entry was replaced...
+    assert after != before  # ...by code built with the new value
+    scaled.launch(*tensors)
+    assert len(traces) == 2
+
+
 def test_globals_are_baselined_after_the_trace_finishes(fdk, traces) -> None:
     """A trace that appends to a registry it reads must not invalidate its own entry."""
     registry = fdk.module("registry")

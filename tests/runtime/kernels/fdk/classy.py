@@ -34,3 +34,13 @@ class Keyed(Base):
 
     def __cache_signature__(self):
         return (self.tag,)
+
+
+class Scaled(Base):
+    """No ``__cache_signature__``: keyed by identity, its attributes read at trace time."""
+
+    def __init__(self, scale: int) -> None:
+        self.scale = scale
+
+    def op(self, a, b):
+        return a * self.scale + b
