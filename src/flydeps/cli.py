@@ -1,4 +1,4 @@
-"""The ``flydeps`` command line: ``graph``, ``hash`` and ``diff`` over source files.
+"""The ``flydeps`` command line: ``graph``, ``hash``, ``diff`` and ``migrate`` over source files.
 
 Contract: argument parsing and output only; the analysis lives in :mod:`flydeps.static`
 and never imports the user's code. Results go to stdout (or ``-o FILE``); diagnostics go
@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("revs", nargs="+", metavar="REV", help="REV (vs the working tree) or REV REV2; then -- PATH...")
     diff.add_argument("--format", choices=("text", "json"), default="text")
     _add_root(diff)
+    migrate = sub.add_parser("migrate", help="rewrite lru_cache compile factories and flydsl.compiler imports (libcst)")
+    migrate.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    migrate.add_argument("--write", action="store_true", help="rewrite the files (default: print a unified diff)")
+    migrate.add_argument("--check", action="store_true", help="exit 1 when any file would change (for CI)")
+    migrate.add_argument("-v", "--verbose", action="store_true", help="log each file's outcome")
     return parser
 
 
@@ -159,6 +164,32 @@ def _cmd_diff(args: argparse.Namespace, paths: list[str]) -> int:
     return _report(result.diagnostics)
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from .static.migrate import migrate_paths
+
+    changed: list[str] = []
+    diagnostics: list[object] = []
+    for migration in migrate_paths(args.paths):
+        for warning in migration.warnings:
+            log.warning("%s", warning)
+        log.debug("%s: %s", migration.path, "changes" if migration.changed else type(migration.result).__name__)
+        if migration.traceback:
+            log.debug("%s", migration.traceback)
+        problem = migration.problem or (migration.write() if args.write else None)
+        if problem is not None:
+            diagnostics.append(problem)
+        elif migration.changed:
+            changed.append(migration.path)
+            if args.write:
+                log.info("rewrote %s", migration.path)
+            else:
+                sys.stdout.write(migration.diff())
+    status = _report(diagnostics)
+    files = f"{len(changed)} file{'' if len(changed) == 1 else 's'}"
+    log.info("%s %s", files, "changed" if args.write else "would change")
+    return status or (EXIT_PROBLEMS if args.check and changed else EXIT_OK)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flydeps`` console script and ``python -m flydeps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -178,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_graph(args)
     if args.command == "hash":
         return _cmd_hash(args)
+    if args.command == "migrate":
+        return _cmd_migrate(args)
     return _cmd_diff(args, after)
 
 
