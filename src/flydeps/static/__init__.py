@@ -6,7 +6,8 @@ for bad input. Stages, in data-flow order: :mod:`.project` (roots, module <-> pa
 :mod:`.extract` / :mod:`.expressions` / :mod:`.summary` (one file -> summary), :mod:`.parse` (parse cache,
 process pool), :mod:`.symbols` (symbol tables, MRO), :mod:`.resolve` (graph),
 :mod:`.results` (whole-result cache), :mod:`.analyze` (pipeline), :mod:`.report`
-(formats), :mod:`.diff` (git revisions). See docs/static.md.
+(formats), :mod:`.diff` (git revisions). :mod:`.migrate` is the libcst codemod behind
+``flydeps migrate`` (rewrites files; not part of the analysis). See docs/static.md.
 """
 
 from .analyze import Analysis, analyze
