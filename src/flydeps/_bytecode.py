@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import CodeType
+from typing import Any
 
 from blake3 import blake3
 
@@ -54,7 +55,7 @@ _TAG = f"flydeps-code-v1:{sys.implementation.cache_tag}".encode()
 _analysis: "weakref.WeakKeyDictionary[CodeType, tuple[str, tuple[NameRef, ...]]]" = weakref.WeakKeyDictionary()
 
 
-def canonical_const(value: object) -> bytes:
+def canonical_const(value: Any) -> bytes:  # dispatches on the exact type
     """A stable byte encoding of a code constant (literals, tuples, frozensets, code refs)."""
     t = type(value)
     if value is None or value is Ellipsis or t is bool:

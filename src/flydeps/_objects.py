@@ -15,6 +15,7 @@ from . import _origin
 from ._bindings import MISSING, class_dict, is_code
 from .graph import Location
 
+
 def location(code: CodeType) -> Location:
     return Location(code.co_filename.rsplit("/", 1)[-1], code.co_firstlineno)
 

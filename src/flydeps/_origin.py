@@ -47,7 +47,7 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _distributions() -> dict[str, tuple[str, ...]]:
+def _distributions() -> dict[str, list[str]]:
     return dict(importlib.metadata.packages_distributions())
 
 

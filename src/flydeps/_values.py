@@ -19,6 +19,7 @@ import enum
 import os
 from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+from typing import Any
 
 from blake3 import blake3
 
@@ -33,7 +34,9 @@ def _limit_from_env() -> int:
     try:
         return max(1, int(raw))
     except ValueError:
-        raise ValueError(f"FLYDEPS_SNAPSHOT_LIMIT={raw!r} is not an integer; set it to an element count such as 256")
+        raise ValueError(
+            f"FLYDEPS_SNAPSHOT_LIMIT={raw!r} is not an integer; set it to an element count such as 256"
+        ) from None
 
 
 SNAPSHOT_LIMIT = _limit_from_env()
@@ -53,8 +56,8 @@ class MutableWatch:
     digest recomputation, never a wrong answer.
     """
 
-    container: object
-    items: object
+    container: Any  # dict | list | set | bytearray, dispatched on the exact type
+    items: Any
 
     def unchanged(self) -> bool:
         c = self.container
@@ -104,7 +107,7 @@ class _Walker:
         self.mutables: list[MutableWatch] = []
         self.stack: set[int] = set()
 
-    def encode(self, value: object, depth: int = 0) -> bytes:
+    def encode(self, value: Any, depth: int = 0) -> bytes:
         t = type(value)
         if t in _ATOMS:
             self.budget -= 1
@@ -124,7 +127,7 @@ class _Walker:
         finally:
             self.stack.discard(key)
 
-    def _encode_compound(self, value: object, t: type, depth: int) -> bytes:
+    def _encode_compound(self, value: Any, t: type, depth: int) -> bytes:
         if t in (tuple, list, set, frozenset, dict, bytearray):
             size = len(value)  # type: ignore[arg-type]
             if size > self.budget:
@@ -176,8 +179,7 @@ class _Walker:
             return head + self._encode_mapping(state, depth + 1)
         return head + self.encode(state, depth + 1)
 
-
-    def _encode_reduced(self, value: object, t: type, depth: int) -> bytes:
+    def _encode_reduced(self, value: Any, t: Any, depth: int) -> bytes:
         """State of a stateless-looking library object (``torch.float16``, a numpy scalar)
         through its pickle protocol. Only library types: user code is never called."""
         if not is_external_module(getattr(t, "__module__", None)):
@@ -294,4 +296,3 @@ def canonical_repr(value: object) -> str:
     if t is dict:
         return "{" + ", ".join(f"{canonical_repr(k)}: {canonical_repr(v)}" for k, v in value.items()) + "}"  # type: ignore[attr-defined]
     return f"<{_type_name(t)}>"
-

@@ -20,14 +20,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import CodeType, FunctionType, MethodType, ModuleType
+from typing import Any
 
 from blake3 import blake3
 
 from . import _origin
-from ._builder import GraphBuilder
 from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
+from ._builder import GraphBuilder
 from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
-from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
 from ._objects import (
     c_module,
     class_id,
@@ -42,6 +42,7 @@ from ._objects import (
     object_qualname,
     safe_name,
 )
+from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
 from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
@@ -114,7 +115,7 @@ class _Walker(GraphBuilder):
         super().__init__()
         self.bindings: list[Binding] = []
         self.mutables: list[tuple[str, MutableWatch]] = []
-        self.memo: dict[tuple[int, int], str] = {}
+        self.memo: dict[tuple[int, ...] | tuple[int, int, str], str] = {}
         self.keep: list[object] = []  # memo keys are id()s: keep their objects alive
         self.work: deque[Callable[[], None]] = deque()
         self.live: set[str] = set()  # function nodes whose live object was expanded
@@ -287,7 +288,8 @@ class _Walker(GraphBuilder):
         self.bind(BindingKind.DICT, globals_, name, value, nid, f"{module}.{name}")
         if name in _MODULE_PLUMBING and value is not MISSING:
             target = f"{module}:{name}"
-            self.add(target, NodeKind.GLOBAL, _digest("module-plumbing", str(module), name), detail=f"<{name} of {module}>")
+            digest = _digest("module-plumbing", str(module), name)
+            self.add(target, NodeKind.GLOBAL, digest, detail=f"<{name} of {module}>")
             self.edge(nid, target, EdgeKind.READS, name)
             return
         home, key = globals_, name
@@ -327,7 +329,8 @@ class _Walker(GraphBuilder):
             value = nxt
         hint = f"{home.get('__name__', class_id(home))}:{key}" if isinstance(home, dict) else f"{nid}#{label}"
         target = self.visit(value, owner, hint)
-        self.edge(nid, target, EdgeKind.CALLS if is_code(value) or target.startswith("external:") else EdgeKind.READS, label)
+        calls = is_code(value) or target.startswith("external:")
+        self.edge(nid, target, EdgeKind.CALLS if calls else EdgeKind.READS, label)
 
     def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
         attr = ref.attrs[0]
@@ -388,7 +391,7 @@ class _Walker(GraphBuilder):
         return nid
 
     def _visit_object(
-        self, obj: object, hint: str, parts: list[tuple[str, object]], *, stateful: bool, owner: type | None = None
+        self, obj: object, hint: str, parts: Sequence[tuple[str, object]], *, stateful: bool, owner: type | None = None
     ) -> str:
         """An object walked through ``parts``. ``stateful``: its own state is data too (user
         classes); wrappers (library types, registered unwrappers, partials) digest by type
@@ -447,7 +450,7 @@ class _Walker(GraphBuilder):
                 )
         self.mutables.extend((nid, m) for m in snap.mutables)  # type: ignore[attr-defined]
 
-    def _expand_container(self, value: object, hint: str) -> None:
+    def _expand_container(self, value: Any, hint: str) -> None:
         items = value.items() if isinstance(value, dict) else enumerate(value)  # type: ignore[attr-defined]
         for n, (key, item) in enumerate(items):
             if n >= SNAPSHOT_LIMIT:
@@ -485,5 +488,3 @@ def _find_unwrapper(t: type) -> Unwrapper | None:
         if fn is not None:
             return fn
     return None
-
-

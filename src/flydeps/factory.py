@@ -166,7 +166,9 @@ class _PyEntries:
 @overload
 def cached_factory(maxsize: F, typed: bool = False) -> F: ...
 @overload
-def cached_factory(maxsize: int | None = 128, typed: bool = False, *, on_drift: str = "rebuild") -> Callable[[F], F]: ...
+def cached_factory(
+    maxsize: int | None = 128, typed: bool = False, *, on_drift: str = "rebuild"
+) -> Callable[[F], F]: ...
 
 
 def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: str = "rebuild") -> Any:
@@ -360,4 +362,3 @@ class _FactoryCache:
                 if self.pending.get(key, (None, 0))[0] is event:
                     del self.pending[key]
             event.set()
-

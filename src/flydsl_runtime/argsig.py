@@ -141,7 +141,8 @@ def _runtime_slot(tp: type) -> Slot | str:
     if ctor is TorchTensorJitArg:
         return ("tensor", None)
     if not hasattr(ctor, "__cache_signature__"):
-        return f"is registered with constructor {getattr(ctor, '__qualname__', ctor)!r}, which has no __cache_signature__"
+        name = getattr(ctor, "__qualname__", ctor)
+        return f"is registered with constructor {name!r}, which has no __cache_signature__"
     return _constructed_by(ctor)
 
 

@@ -25,10 +25,10 @@ import flydsl.compiler as _flydsl_compiler
 from flydsl.compiler import *  # noqa: F401,F403  (the public FlyDSL API, re-exported)
 from flydsl.compiler.jit_function import CompileCallable as _FlydslCompile
 
-from flydeps import cached_factory
+from flydeps import cached_factory  # noqa: F401  (re-exported: see __all__)
 
 from ._hooks import ensure_hooks
-from .jit import Launcher, jit
+from .jit import Launcher, jit  # noqa: F401  (jit is re-exported: see __all__)
 
 __all__ = sorted({*_flydsl_compiler.__all__, "cached_factory", "compile", "jit", "kernel"})
 

@@ -297,14 +297,23 @@ class Launcher:
         log.warning(
             "%s: global %s.%s changed after the launcher was compiled (%s -> %s); running the code "
             "compiled with the old value because on_drift='warn'",
-            consumer, change.module, change.name, change.old, change.new,
+            consumer,
+            change.module,
+            change.name,
+            change.old,
+            change.new,
         )
         return self._baseline(owner, fresh, digest=current.digest)
 
     # --- miss -----------------------------------------------------------------------
 
     def _miss(
-        self, owner: type | None, state: _OwnerState, bound_self: object, positional: tuple, key: tuple,
+        self,
+        owner: type | None,
+        state: _OwnerState,
+        bound_self: object,
+        positional: tuple,
+        key: tuple,
         compile_only: bool,
     ) -> tuple[CompiledFunction | None, bool]:
         """Trace + compile through FlyDSL; returns (CompiledFunction or None, already launched)."""
@@ -315,8 +324,13 @@ class Launcher:
                 return entry.compiled, False
             previous = self._last.get(owner)
             reasons = explain.describe_miss(
-                self._name, self._signer.names, previous.key if previous else None, key,
-                previous.fingerprint if previous else None, state.fingerprint, owner,
+                self._name,
+                self._signer.names,
+                previous.key if previous else None,
+                key,
+                previous.fingerprint if previous else None,
+                state.fingerprint,
+                owner,
             )
             if previous is not None or self._misses:
                 explain.log_recompile(self._name, reasons)

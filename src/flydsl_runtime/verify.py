@@ -31,9 +31,13 @@ class StaleArtifactError(FlydepsError, RuntimeError):
 
     def __init__(self, launcher: str, recorded: str, current: str, explanation: tuple[str, ...]) -> None:
         self.launcher, self.recorded, self.current, self.explanation = launcher, recorded, current, explanation
-        why = "; ".join(explanation) if explanation else (
-            "no tracked dependency changed, so the trace read something the analysis cannot see "
-            "(a computed getattr, a dynamic import, instance state through self, ...)"
+        why = (
+            "; ".join(explanation)
+            if explanation
+            else (
+                "no tracked dependency changed, so the trace read something the analysis cannot see "
+                "(a computed getattr, a dynamic import, instance state through self, ...)"
+            )
         )
         super().__init__(
             f"FLYDEPS_VERIFY: {launcher} hit a cached artifact built from IR {recorded[:16]}, but re-tracing now "

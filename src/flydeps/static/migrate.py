@@ -100,9 +100,8 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         self._missing: list[str] = []  # `X.name` with X bound to flydsl.compiler, name not in the facade
 
     def visit_Module(self, node: cst.Module) -> None:
-        used = {
-            ref.attr.value for ref in m.findall(node, m.Attribute()) if FLYDSL_COMPILER in self._qualified(ref.value)
-        }
+        attributes = [ref for ref in m.findall(node, m.Attribute()) if isinstance(ref, cst.Attribute)]
+        used = {ref.attr.value for ref in attributes if FLYDSL_COMPILER in self._qualified(ref.value)}
         self._missing = sorted(n for n in used if n not in FACADE_NAMES and not n.startswith("__"))
 
     def _keep_compiler(self, node: cst.CSTNode) -> bool:
@@ -194,8 +193,9 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         if len(names) == 1:
             alias = cst.AsName(cst.Name(compiler[0].evaluated_alias or "compiler"))
             return cst.Import([cst.ImportAlias(_runtime_flyc(), alias)], semicolon=updated_node.semicolon)
-        for alias in compiler:  # `from flydsl import compiler as flyc, expr as fx`: split the statement
-            AddImportsVisitor.add_needed_import(self.context, RUNTIME_FLYC, asname=alias.evaluated_alias or "compiler")
+        for compiler_alias in compiler:  # `from flydsl import compiler as flyc, expr as fx`: split the statement
+            asname = compiler_alias.evaluated_alias or "compiler"
+            AddImportsVisitor.add_needed_import(self.context, RUNTIME_FLYC, asname=asname)
         rest = [a for a in names if a.evaluated_name != "compiler"]
         rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(names=rest)

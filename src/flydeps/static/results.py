@@ -62,7 +62,10 @@ def _code_salt() -> bytes:
     here = Path(__file__).resolve().parent
     h = blake3(_VERSION)
     for path in sorted(
-        [*here.glob("*.py"), *(here.parent / n for n in ("graph.py", "_builder.py", "_bytecode.py", "_values.py", "_origin.py"))]
+        [
+            *here.glob("*.py"),
+            *(here.parent / n for n in ("graph.py", "_builder.py", "_bytecode.py", "_values.py", "_origin.py")),
+        ]
     ):
         try:
             h.update(path.read_bytes())

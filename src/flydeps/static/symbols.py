@@ -19,8 +19,17 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .project import ModuleFile, Project, resolve_relative
-from .summary import Binding, ClassBinding, ClassInfo, CodeInfo, DefBinding
-from .summary import FileSummary, ImportBinding, LocalBinding, ValueBinding
+from .summary import (
+    Binding,
+    ClassBinding,
+    ClassInfo,
+    CodeInfo,
+    DefBinding,
+    FileSummary,
+    ImportBinding,
+    LocalBinding,
+    ValueBinding,
+)
 
 __all__ = ["Index", "LoadedModule", "Target"]
 
