@@ -2,9 +2,12 @@
 
 Contract: classifies module names and module objects; reads ``sys.modules`` entries'
 ``__file__``, ``sysconfig`` paths and installed distribution metadata. Never imports a
-package to classify it. The detail string of a leaf (``torch==2.13.0``,
-``python==3.11.7``) is what its digest stands for, so an upgrade of a dependency changes
-every fingerprint that reaches it, and nothing else about the machine does.
+package to classify it. A kernel library installed into site-packages (not editable) is a
+leaf unless its top-level package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated,
+read at import): then its code is walked like the user's own. The detail string of a
+leaf (``torch==2.13.0``, ``python==3.11.7``) is what its digest stands for, so an upgrade
+of a dependency changes every fingerprint that reaches it, and nothing else about the
+machine does.
 """
 
 from __future__ import annotations
@@ -72,9 +75,20 @@ def external_detail(top_level: str) -> str:
         return top_level
 
 
+def _user_packages_from_env() -> frozenset[str]:
+    raw = os.environ.get("FLYDEPS_USER_PACKAGES", "")
+    return frozenset(p.strip() for p in raw.replace(";", ",").split(",") if p.strip())
+
+
+# Installed (non-editable) packages whose code is the user's own: walked, not leaves.
+_USER_PACKAGES = _user_packages_from_env()
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_external_name(name: str, file: str | None) -> bool:
     top = name.partition(".")[0]
+    if top in _USER_PACKAGES:
+        return False
     if top in _OWN or top in _stdlib_names():
         return True
     if file is None:

@@ -44,7 +44,10 @@ def test_hostile_objects_everywhere() -> None:
     assert guard.check()
     assert fp.guard().changes() == ()
     # Describing the hostile values for messages does not call them either.
-    assert "Hostile object" in fp.graph.nodes[f"{__name__}:test_hostile_objects_everywhere.<locals>.kernel#default.d"].detail
+    assert (
+        "Hostile object"
+        in fp.graph.nodes[f"{__name__}:test_hostile_objects_everywhere.<locals>.kernel#default.d"].detail
+    )
 
 
 def test_hostile_root_object() -> None:

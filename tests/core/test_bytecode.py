@@ -8,7 +8,7 @@ import pytest
 
 from flydeps._bytecode import code_digest, code_refs, find_code, iter_qualnames
 
-BASE = '''
+BASE = """
 import os
 
 def f(a, b=2):
@@ -22,7 +22,7 @@ def f(a, b=2):
     def inner():
         return x + len(squares)
     return inner
-'''
+"""
 
 
 def digest_of(source: str, qualname: str = "f", filename: str = "/a/m.py") -> str:

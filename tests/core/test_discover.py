@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
 import sys
+import textwrap
 
 from flydeps import EdgeKind, NodeKind, discover
 
@@ -163,7 +166,10 @@ def test_dispatch_tables_and_callable_objects(pkg) -> None:
     m = pkg.load("m")
     g = discover(m.kernel)
     ops = f"{pkg.name}.m:OPS"
-    assert {e.label: e.dst for e in g.successors(ops)} == {"['add']": f"{pkg.name}.m:add", "['mul']": f"{pkg.name}.m:mul"}
+    assert {e.label: e.dst for e in g.successors(ops)} == {
+        "['add']": f"{pkg.name}.m:add",
+        "['mul']": f"{pkg.name}.m:mul",
+    }
     assert f"{pkg.name}.m:Op.__call__" in g.nodes  # the callable object's class and its __call__
     assert g.nodes[f"{pkg.name}.m:op"].kind is NodeKind.OBJECT
 
@@ -286,3 +292,20 @@ def test_same_qualname_functions_are_distinct_nodes(pkg) -> None:
     assert {f"{name}.m:ha", f"{name}.m:hb"} <= set(g.nodes)
     closures = {g.nodes[e.dst].detail for e in g.edges if e.kind is EdgeKind.CLOSURE and e.label == "k"}
     assert closures == {"1", "2"}
+
+
+def test_installed_packages_can_be_declared_user_code() -> None:
+    # blake3 lives in site-packages: a leaf by default, walked when declared the user's.
+    script = textwrap.dedent(
+        """
+        import json, flydeps, blake3
+        from flydeps import _origin
+        print(json.dumps([_origin.is_external_module("blake3"), _origin.is_external_module("json")]))
+        """
+    )
+    env = {**os.environ, "FLYDEPS_USER_PACKAGES": "blake3, other"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[false, true]"
+    env.pop("FLYDEPS_USER_PACKAGES")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[true, true]"

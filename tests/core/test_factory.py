@@ -211,8 +211,12 @@ def test_seed_edit_and_reload_rebuilds(seed) -> None:
 @pytest.mark.parametrize(
     "old,new",
     [
-        pytest.param("def _load_q_fragments(x):", "# comment\ndef _load_q_fragments(x):\n    '''Docs.'''", id="comment+docstring"),
-        pytest.param("def unrelated(x):\n    return x - 1", "def unrelated(x):\n    return x - 2", id="unrelated-function"),
+        pytest.param(
+            "def _load_q_fragments(x):", "# comment\ndef _load_q_fragments(x):\n    '''Docs.'''", id="comment+docstring"
+        ),
+        pytest.param(
+            "def unrelated(x):\n    return x - 1", "def unrelated(x):\n    return x - 2", id="unrelated-function"
+        ),
         pytest.param("SCALE = 2", "\n\nSCALE = 2  # moved", id="moved"),
     ],
 )
@@ -266,7 +270,12 @@ def test_drift_policies(pkg, policy, caplog) -> None:
     if policy == "raise":
         with pytest.raises(GlobalDriftError) as err:
             d.build(1)
-        assert (err.value.module, err.value.name, err.value.old, err.value.new) == (f"{pkg.name}.d", "BLOCK", "128", "256")
+        assert (err.value.module, err.value.name, err.value.old, err.value.new) == (
+            f"{pkg.name}.d",
+            "BLOCK",
+            "128",
+            "256",
+        )
         assert "cache_clear()" in str(err.value)
     elif policy == "warn":
         with caplog.at_level(logging.WARNING, logger="flydeps"):

@@ -497,4 +497,3 @@ def test_fastcache_flag_matches_build() -> None:
         assert factory.FASTCACHE
         if sys.version_info >= (3, 12) and _watch.BACKEND == "ext":
             assert _fastcache.WATCH_API == 1
-

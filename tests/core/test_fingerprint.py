@@ -89,7 +89,9 @@ def test_digest_equal_across_fresh_processes(pkg) -> None:
     script = SCRIPT.format(root=str(pkg.root), name=pkg.name)
     env = {**os.environ, "PYTHONHASHSEED": "random"}
     outs = {
-        subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True, env=env).stdout
+        subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True, env=env
+        ).stdout
         for _ in range(2)
     }
     assert len(outs) == 1

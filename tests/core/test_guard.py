@@ -9,7 +9,6 @@ import pytest
 import flydeps
 from flydeps import ChangeKind
 
-
 MOD = """
 SCALE = 2
 TABLE = [1, 2, 3]

@@ -47,7 +47,9 @@ def packages(draw):
     return n_modules, helpers, tuple(roots), target, trivia
 
 
-def render(name: str, n_modules: int, helpers: list[Helper], mutate: int | None = None, trivia: str = "") -> dict[str, str]:
+def render(
+    name: str, n_modules: int, helpers: list[Helper], mutate: int | None = None, trivia: str = ""
+) -> dict[str, str]:
     files = {}
     for m in range(n_modules):
         lines = [f"from {name} import " + ", ".join(f"mod{k}" for k in range(n_modules)) if n_modules else ""]
