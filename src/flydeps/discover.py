@@ -233,6 +233,12 @@ class _Walker(GraphBuilder):
         wrapped = fn.__dict__.get("__wrapped__", MISSING)
         if wrapped is not MISSING:
             self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
+        # Annotations are evaluated by the defining code, not the function's own: a kernel whose
+        # argument turns from fx.Int32 into fx.Constexpr[int] has the same bytecode.
+        annotations = fn.__annotations__
+        if annotations:
+            hint = f"{nid}#annotations"
+            self.edge(nid, self.visit(annotations, None, hint), EdgeKind.ANNOTATION, "__annotations__")
         self._walk_code(code, nid, fn.__globals__, owner)
         self._walk_code(digest_code, nid, fn.__globals__, owner)
 

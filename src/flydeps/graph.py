@@ -57,6 +57,7 @@ class EdgeKind(str, enum.Enum):
     ATTRIBUTE = "attribute"  # object -> attribute value (callable objects, wrappers)
     METHOD = "method"  # ``self.x`` / ``cls.x`` resolved on the owner's MRO
     OVERRIDES = "overrides"  # a subclass method -> the base method it shadows
+    ANNOTATION = "annotation"  # a function -> its evaluated annotations (FlyDSL types arguments by them)
     IMPORTS = "imports"  # module -> module
 
 

@@ -97,3 +97,16 @@ def test_digest_equal_across_fresh_processes(pkg) -> None:
     assert len(outs) == 1
     top = pkg.load("top")
     assert outs == {flydeps.fingerprint(top.factory(3)).digest + "\n"}
+
+
+def test_annotations_are_part_of_the_fingerprint(pkg) -> None:
+    # FlyDSL decides how an argument is passed from its annotation (Tensor, Int32, Constexpr):
+    # same bytecode, different compiled code.
+    pkg.write("types_", "class Int32: pass\nclass Constexpr: pass\n")
+    pkg.write("k", f"from {pkg.name}.types_ import Int32, Constexpr\ndef kernel(n: Int32):\n    return n\n")
+    k = pkg.load("k")
+    before = flydeps.fingerprint(k.kernel)
+    k2 = pkg.edit("k", "n: Int32", "n: Constexpr")
+    after = flydeps.fingerprint(k2.kernel)
+    assert after.digest != before.digest
+    assert any("annotations" in reason for reason in after.explain(before))
