@@ -103,3 +103,31 @@ def test_unrelated_functions_are_not_reached(graph) -> None:
 def test_named_root_through_subclass() -> None:
     result = analyze([f"{REPO}/norm/layernorm.py::RMSNorm.build"], use_cache=False)
     assert result.graph.roots == ("kernelrepo.norm.base:NormBase.build@kernelrepo.norm.layernorm:RMSNorm",)
+
+
+def test_annotations_enter_the_static_digest_as_at_run_time(tmp_path) -> None:
+    """FlyDSL types arguments by their annotations; the defining code evaluates them, so
+    the function's bytecode is the same when only an annotation changes."""
+    from flydeps.fingerprint import transitive_digests
+    from flydeps.graph import EdgeKind
+    from flydeps.static.analyze import analyze
+
+    pkg = tmp_path / "annpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "types_.py").write_text("class Int32: pass\nclass Constexpr: pass\n")
+    source = "from annpkg.types_ import Int32, Constexpr\n\ndef kernel(n: Int32) -> None:\n    return None\n"
+    (pkg / "k.py").write_text(source)
+
+    def digest() -> tuple[str, set[str]]:
+        graph = analyze([str(pkg / "k.py")], use_cache=False).graph
+        root = "annpkg.k:kernel"
+        kinds = {e.dst for e in graph.successors(root) if e.kind is EdgeKind.ANNOTATION}
+        return transitive_digests(graph)[root], kinds
+
+    before, annotation_nodes = digest()
+    assert annotation_nodes == {"annpkg.k:kernel#annotations"}
+    (pkg / "k.py").write_text(source.replace("n: Int32", "n:   Int32"))  # formatting only
+    assert digest()[0] == before
+    (pkg / "k.py").write_text(source.replace("n: Int32", "n: Constexpr"))
+    assert digest()[0] != before

@@ -209,6 +209,7 @@ class _ScopeBuilder:
             first if first in ("self", "cls") else "",
             tuple(inner.bindings.items()),
             earlier,
+            _annotations_digest(node),
         )
 
     _stmt_AsyncFunctionDef = _stmt_FunctionDef
@@ -362,6 +363,16 @@ def _params(args: ast.arguments) -> tuple[list[str], list[str]]:
     if args.kwarg:
         names.append(args.kwarg.arg)
     return positional, names
+
+
+def _annotations_digest(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """Digest of the annotations as written ('' when the function has none)."""
+    args = node.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+    parts = [f"{a.arg}:{ast.unparse(a.annotation)}" for a in every if a.annotation is not None]
+    if node.returns is not None:
+        parts.append(f"return:{ast.unparse(node.returns)}")
+    return blake3("\0".join(["annotations", *parts]).encode()).hexdigest() if parts else ""
 
 
 def _defaults(args: ast.arguments, positional: list[str]) -> Iterator[tuple[str, str, str]]:

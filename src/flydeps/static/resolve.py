@@ -308,6 +308,10 @@ class _Builder(GraphBuilder):
             tags = frozenset() if kind == "value" else frozenset({STATIC_EXPRESSION})
             self.add(vid, NodeKind.GLOBAL, payload, tags=tags)
             self.edge(nid, vid, EdgeKind.DEFAULT, param)
+        if info.annotations:  # evaluated at run time; here their text, as written
+            vid = f"{nid}#annotations"
+            self.add(vid, NodeKind.GLOBAL, info.annotations, tags=frozenset({STATIC_EXPRESSION}))
+            self.edge(nid, vid, EdgeKind.ANNOTATION, "__annotations__")
 
     # -- classes and values ----------------------------------------------------------
     def klass(self, target: Target) -> str:

@@ -109,6 +109,8 @@ class CodeInfo(NamedTuple):
     ``self_name`` is the first positional parameter when it is ``self``/``cls`` (the
     runtime's rule). ``scope`` are the names the code binds. ``decorator_scope`` holds the
     earlier binding of the function's own name when a decorator reads it (``@v.setter``).
+    ``annotations`` digests the parameter and return annotations as written (normalized by
+    ``ast.unparse``): FlyDSL types arguments by them, and the enclosing code evaluates them.
     """
 
     qualname: str
@@ -123,6 +125,7 @@ class CodeInfo(NamedTuple):
     self_name: str
     scope: tuple[tuple[str, Binding], ...]
     decorator_scope: tuple[tuple[str, Binding], ...] = ()
+    annotations: str = ""  # digest of the annotation expressions as written, '' when none
 
 
 class ClassInfo(NamedTuple):
