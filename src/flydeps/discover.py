@@ -235,10 +235,14 @@ class _Walker(GraphBuilder):
             self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
         # Annotations are evaluated by the defining code, not the function's own: a kernel whose
         # argument turns from fx.Int32 into fx.Constexpr[int] has the same bytecode.
+        # Digested as a value (classes by name); the types named are not code the function calls.
         annotations = fn.__annotations__
         if annotations:
             hint = f"{nid}#annotations"
-            self.edge(nid, self.visit(annotations, None, hint), EdgeKind.ANNOTATION, "__annotations__")
+            snap = snapshot(annotations)
+            if self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
+                self._watch(hint, snap)
+            self.edge(nid, hint, EdgeKind.ANNOTATION, "__annotations__")
         self._walk_code(code, nid, fn.__globals__, owner)
         self._walk_code(digest_code, nid, fn.__globals__, owner)
 
