@@ -235,13 +235,13 @@ class _Walker(GraphBuilder):
             self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
         # Annotations are evaluated by the defining code, not the function's own: a kernel whose
         # argument turns from fx.Int32 into fx.Constexpr[int] has the same bytecode.
-        # Digested as a value (classes by name); the types named are not code the function calls.
+        # Digested as a value (classes by name); the types named are not code the function
+        # calls. Not watched for in-place edits: nobody mutates __annotations__, and a watch
+        # would put a per-call check on every annotated kernel (and keep it off the C path).
         annotations = fn.__annotations__
         if annotations:
             hint = f"{nid}#annotations"
-            snap = snapshot(annotations)
-            if self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
-                self._watch(hint, snap)
+            self.add(hint, NodeKind.GLOBAL, snapshot(annotations).digest, detail="<annotations>")
             self.edge(nid, hint, EdgeKind.ANNOTATION, "__annotations__")
         self._walk_code(code, nid, fn.__globals__, owner)
         self._walk_code(digest_code, nid, fn.__globals__, owner)

@@ -136,3 +136,10 @@ def test_name_appearing_in_module_shadows_builtin(mod, pkg) -> None:
     _, guard = guard_of(b.kernel)
     b.len = lambda x: 0
     assert not guard.check()
+
+
+def test_annotated_functions_add_no_per_call_checks(pkg) -> None:
+    pkg.write("a", "class Tensor: pass\ndef kernel(x: Tensor, n: int = 4) -> None:\n    return None\n")
+    a = pkg.load("a")
+    guard = flydeps.fingerprint(a.kernel).guard()
+    assert repr(guard).endswith("0 mutable values>")
