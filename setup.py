@@ -1,6 +1,7 @@
 """Optional C extensions of flydeps; all metadata is in pyproject.toml.
 
 * ``flydeps._watchext`` (CPython >= 3.12): dict/type/function watcher backend of ``flydeps._watch``.
+* ``flydeps._dictver`` (CPython 3.10/3.11): PEP 509 dict version tags for guards (``flydeps._watch``).
 * ``flydeps._fastcache`` (CPython >= 3.10): the warm-hit path of ``flydeps.cached_factory``.
 
 Both are optional: when one cannot be built (no compiler, no Python headers, older or
@@ -15,6 +16,8 @@ from setuptools import Extension, setup
 ext_modules = []
 if platform.python_implementation() == "CPython" and sys.version_info >= (3, 12):
     ext_modules.append(Extension("flydeps._watchext", ["src/flydeps/_watchext.c"], optional=True))
+if platform.python_implementation() == "CPython" and (3, 10) <= sys.version_info < (3, 12):
+    ext_modules.append(Extension("flydeps._dictver", ["src/flydeps/_dictver.c"], optional=True))
 if platform.python_implementation() == "CPython" and sys.version_info >= (3, 10):
     ext_modules.append(Extension("flydeps._fastcache", ["src/flydeps/_fastcache.c"], optional=True))
 

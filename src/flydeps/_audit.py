@@ -5,6 +5,19 @@ Contract: ``generation()`` changes whenever any function's ``__code__``,
 raises the ``object.__setattr__`` audit event for exactly those assignments). Guards on
 CPython 3.10/3.11 compare it instead of re-reading every function's attributes per call.
 
+The audit event fires *before* CPython stores the new value, and other audit hooks run
+between ours and the store (one that releases the GIL lets other threads run there). So
+the hook also records the store as pending (``_PENDING``: thread id -> (function, attribute,
+value)), before it bumps the generation. A checker that saw a new generation may remember
+it as validated only if :func:`settled` said, *before* it re-read the attributes, that every
+pending store is visible; otherwise it answers from the attributes it read and re-reads
+them on the next check. A pending record is dropped once its store is visible, or replaced
+by the same thread's next assignment (its previous one has then completed or failed). An
+assignment that fails after the event (``__code__`` with the wrong number of free
+variables) stays pending until that thread assigns again: checks are then slower, never
+wrong. The C hit path (``flydeps._fastcache``) reads ``_PENDING``'s size before its check
+for the same reason.
+
 The hook is installed lazily, once, on the first guard (audit hooks cannot be removed).
 Its cost is one string comparison per audit event elsewhere in the process. Set
 ``FLYDEPS_AUDIT_HOOK=0`` to never install it: guards then re-read function attributes
@@ -16,19 +29,42 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from types import FunctionType
 
-__all__ = ["ENABLED", "generation", "install"]
+__all__ = ["ENABLED", "generation", "install", "settled"]
 
 ENABLED = os.environ.get("FLYDEPS_AUDIT_HOOK", "1") != "0"
 _GEN = [0]
+_PENDING: dict[int, tuple[FunctionType, str, object]] = {}
 _installed = False
 _lock = threading.Lock()
+_pending_lock = threading.RLock()  # RLock: a finalizer may assign __code__ while held
 _WATCHED_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
+_get_ident = threading.get_ident
 
 
 def _hook(event: str, args: tuple) -> None:
-    if event == "object.__setattr__" and len(args) > 1 and args[1] in _WATCHED_ATTRS:
+    if event in _EVENTS and len(args) > 1 and args[1] in _WATCHED_ATTRS:
+        if type(args[0]) is FunctionType:  # deleting __defaults__ stores None
+            with _pending_lock:
+                _PENDING[_get_ident()] = (args[0], args[1], args[2] if len(args) > 2 else None)
         _GEN[0] += 1
+
+
+def settled() -> bool:
+    """True when every function attribute store announced by the hook is visible.
+
+    Call it *before* re-reading the attributes a new generation may have changed."""
+    if not _PENDING:
+        return True
+    with _pending_lock:
+        for thread, record in list(_PENDING.items()):
+            fn, attr, value = record
+            if getattr(fn, attr) is not value:
+                return False
+            del _PENDING[thread]
+    return True
 
 
 def install() -> bool:

@@ -15,7 +15,7 @@ import gc
 from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 
-__all__ = ["Binding", "BindingKind", "MISSING", "class_dict", "is_code", "lookup_mro"]
+__all__ = ["Binding", "BindingKind", "MISSING", "class_dict", "dict_items", "is_a", "is_code", "lookup_mro"]
 
 
 class _Missing:
@@ -54,7 +54,7 @@ class Binding:
     def current(self) -> object:
         """What the binding holds now (``MISSING`` when gone). Never runs user code."""
         if self.kind is BindingKind.DICT:
-            return self.container.get(self.key, MISSING)  # type: ignore[attr-defined]
+            return dict.get(self.container, self.key, MISSING)  # type: ignore[call-overload]
         if self.kind is BindingKind.CELL:
             try:
                 return self.container.cell_contents  # type: ignore[attr-defined]
@@ -66,12 +66,50 @@ class Binding:
         return self.current() is self.expected
 
 
-_CODE_TYPES = (FunctionType, MethodType, BuiltinFunctionType, ModuleType, CodeType, type, staticmethod, classmethod)
+_CODE_TYPES = (
+    FunctionType,
+    MethodType,
+    BuiltinFunctionType,
+    ModuleType,
+    CodeType,
+    type,
+    staticmethod,
+    classmethod,
+    functools.partial,
+)
+
+
+def is_a(obj: object, types: type | tuple[type, ...]) -> bool:
+    """``isinstance`` decided by ``type(obj)`` alone.
+
+    ``isinstance`` asks ``obj.__class__`` (an instance ``__getattribute__`` or a ``__class__``
+    property: user code) whenever ``type(obj)`` is not a subclass; ``issubclass`` of two
+    real classes compares MROs in C. ``types`` must be library classes (a user metaclass's
+    ``__subclasscheck__`` would run)."""
+    return issubclass(type(obj), types)
 
 
 def is_code(value: object) -> bool:
     """True for values that are code (their change is a code change, not data drift)."""
-    return isinstance(value, _CODE_TYPES) or isinstance(value, functools.partial)
+    return issubclass(type(value), _CODE_TYPES)
+
+
+_RETRIES = 1000
+
+
+def dict_items(d: dict) -> list[tuple[object, object]]:
+    """A copy of ``d``'s items, safe against concurrent mutation and overridden methods.
+
+    ``dict.items`` of the base class iterates the real table in C (a subclass's ``items``,
+    ``__iter__`` or ``keys`` never runs). The copy runs no Python code, so another thread can
+    resize the dict meanwhile only through a garbage collection that runs Python finalizers;
+    the copy is then simply retried, never surfaced."""
+    for _ in range(_RETRIES):
+        try:
+            return list(dict.items(d))
+        except RuntimeError:
+            continue
+    return list(dict.items(d))  # pragma: no cover - a thousand collections in a row
 
 
 def class_dict(cls: type) -> dict:

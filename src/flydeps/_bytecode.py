@@ -6,28 +6,40 @@ functions serve the runtime discovery (live ``fn.__code__``) and the static fron
 version the digest of a function compiled from its file equals the digest of the live
 function.
 
-What the digest sees is what runs: the instruction stream with arguments resolved to
-names and constant values, jump targets as instruction indices, the exception table,
-the signature shape and the variable names. What it ignores: line numbers and column
-positions, the file name, ``co_firstlineno``, ``NOP``/``CACHE``/``EXTENDED_ARG``
-filler, and the docstring (a function's docstring is a constant that no instruction
-loads). So moving a function, adding lines above it, or editing comments, docstrings
-or formatting leaves the digest unchanged; any change to executable code changes it.
-Nested functions and lambdas are referenced by qualified name, not inlined: they are nodes of
-their own and enter a parent through the Merkle fingerprint.
+What the digest sees is what runs: every instruction with its argument read completely
+(constants and names by value, name-flag bits, variables by name, the two halves of a
+super-instruction, operator numbers and counts as they are, jump targets as
+instruction indices), the exception table, the signature shape, the variable names and
+the code flags (future imports included). What it ignores: line numbers and column
+positions, the file name, the code's own name, ``co_firstlineno``,
+``NOP``/``CACHE``/``EXTENDED_ARG`` filler, and the docstring (a constant that no
+instruction loads). So moving a function, adding lines above it, or editing comments,
+docstrings or formatting leaves the digest unchanged; any change to executable code
+changes it. ``code_digest(code, positions=True)`` adds what debug info carries (file
+name as given, first line, qualified name, the line/column table) for consumers whose
+output embeds source locations. Nested functions and lambdas are referenced by
+qualified name, not inlined: they are nodes of their own and enter a parent through
+the Merkle fingerprint; comprehensions and class bodies are folded into their parent.
+
+Decoding reads ``co_code`` directly (:mod:`flydeps._codescan`, with this interpreter's
+tables from :mod:`flydeps._opcodes`); :mod:`flydeps._disref` produces the same bytes
+through ``dis`` and is the reference the tests hold the decoder to (and the fallback on
+an interpreter without tables).
 """
 
 from __future__ import annotations
 
-import dis
+import struct
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
 from blake3 import blake3
+
+from ._opcodes import TABLE
 
 __all__ = [
     "NameRef",
@@ -41,126 +53,115 @@ __all__ = [
     "qualname_of",
 ]
 
-_SKIP = frozenset({"NOP", "CACHE", "EXTENDED_ARG"})
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
-_CONST_OPS = frozenset(dis.hasconst)
-_NAME_OPS = frozenset(dis.hasname)
-_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)
-_ATTR_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
-_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
-# The flags that change what a code object does. Others (e.g. CO_NESTED) only restate structure.
-_FLAG_MASK = 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0020 | 0x0080 | 0x0100 | 0x0200
-_TAG = f"flydeps-code-v1:{sys.implementation.cache_tag}".encode()
-
-_analysis: "weakref.WeakKeyDictionary[CodeType, tuple[str, tuple[NameRef, ...]]]" = weakref.WeakKeyDictionary()
+_TAG = f"flydeps-code-v2:{sys.implementation.cache_tag}".encode()
+_POSITIONS_TAG = b"flydeps-positions-v1"
 
 
-def canonical_const(value: Any) -> bytes:  # dispatches on the exact type
-    """A stable byte encoding of a code constant (literals, tuples, frozensets, code refs)."""
+class _CodeMemo(dict):  # type: ignore[type-arg]
+    """Results per code object *identity* (code objects that compare equal may differ in
+    file name or qualified names), dropped when the code object is collected."""
+
+    def lookup(self, code: CodeType) -> Any:
+        entry = self.get(id(code))
+        return entry[1] if entry is not None and entry[0]() is code else None
+
+    def store(self, code: CodeType, result: Any) -> None:
+        key = id(code)
+
+        def drop(ref: "weakref.ref[CodeType]") -> None:
+            if self.get(key, (None,))[0] is ref:
+                del self[key]
+
+        self[key] = (weakref.ref(code, drop), result)
+
+
+_analysis = _CodeMemo()  # code -> (digest, own references)
+_positions = _CodeMemo()  # code -> digest with positions
+
+
+def canonical_const(value: Any, *, positions: bool = False) -> bytes:  # dispatches on the exact type
+    """A stable byte encoding of a code constant (literals, tuples, frozensets, code refs).
+
+    Floats and complex numbers are encoded by their exact bits (``-0.0`` is not ``0.0``,
+    NaN payloads differ). ``positions`` is passed on to code objects folded into the
+    encoding (comprehensions, class bodies)."""
     t = type(value)
     if value is None or value is Ellipsis or t is bool:
         return repr(value).encode()
     if t is int:
         return b"i" + str(value).encode()
-    if t is float or t is complex:
-        return t.__name__[:1].encode() + repr(value).encode()
+    if t is float:
+        return b"f" + struct.pack("<d", value)
+    if t is complex:
+        return b"c" + struct.pack("<dd", value.real, value.imag)
     if t is str:
         return b"s" + str(len(value)).encode() + b":" + value.encode("utf-8", "surrogatepass")
     if t is bytes:
         return b"b" + str(len(value)).encode() + b":" + value
     if t is tuple:
-        return b"(" + b",".join(canonical_const(v) for v in value) + b")"
+        return b"(" + b",".join(canonical_const(v, positions=positions) for v in value) + b")"
     if t is frozenset:
-        return b"{" + b",".join(sorted(canonical_const(v) for v in value)) + b"}"
+        return b"{" + b",".join(sorted(canonical_const(v, positions=positions) for v in value)) + b"}"
     if isinstance(value, CodeType):
         if is_function_code(value):
             # Referenced by name: the nested function is a node of its own.
-            return b"code:" + qualname_of(value).encode()
+            return b"code:" + qualname_of(value).encode("utf-8", "surrogatepass")
         # Comprehensions and class bodies belong to the code that contains them.
-        return b"inline:" + code_digest(value).encode()
+        return b"inline:" + code_digest(value, positions=positions).encode()
     if t is slice:
-        return b"slice" + canonical_const((value.start, value.stop, value.step))
-    return b"?" + t.__qualname__.encode() + b":" + repr(value).encode()
+        return b"slice" + canonical_const((value.start, value.stop, value.step), positions=positions)
+    return b"?" + t.__qualname__.encode() + b":" + repr(value).encode("utf-8", "surrogatepass")
 
 
-def code_digest(code: CodeType) -> str:
-    """The normalized hex blake3 digest of ``code`` (cached per code object)."""
-    return _analyze(code)[0]
+def code_digest(code: CodeType, *, positions: bool = False) -> str:
+    """The normalized hex blake3 digest of ``code`` (cached per code object).
+
+    ``positions=True`` also digests the source locations: ``co_filename`` as given,
+    ``co_firstlineno``, the qualified name and the line/column table, of ``code`` and of
+    the comprehensions and class bodies folded into it. Use it when the product embeds
+    locations (FlyDSL with ``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``)."""
+    if not isinstance(code, CodeType):
+        raise TypeError(f"code_digest(code) needs a code object (fn.__code__), got {type(code).__qualname__}")
+    if not positions:
+        return _analyze(code)[0]
+    cached = _positions.lookup(code)
+    if cached is None:
+        cached = _positions_digest(code)
+        _positions.store(code, cached)
+    return cached
+
+
+def _positions_digest(code: CodeType) -> str:
+    """The plain digest plus everything positional, of ``code`` and its folded children."""
+    h = blake3(_POSITIONS_TAG)
+    h.update(_analyze(code)[0].encode())
+    h.update(
+        canonical_const(
+            (code.co_filename, code.co_firstlineno, qualname_of(code), code.co_name, bytes(code.co_linetable))
+        )
+    )
+    for nested in nested_codes(code):
+        if not is_function_code(nested):
+            h.update(b"\ninline " + code_digest(nested, positions=True).encode())
+    return h.hexdigest()
 
 
 def _analyze(code: CodeType) -> tuple[str, tuple[NameRef, ...]]:
     """Digest and own name references of ``code`` from one decoding of its instructions
     (decoding dominates the cold cost of both), memoized per code object."""
-    cached = _analysis.get(code)
+    cached = _analysis.lookup(code)
     if cached is not None:
         return cached
-    instructions = [i for i in dis.get_instructions(code) if i.opname not in _SKIP]
-    result = (_digest_instructions(code, instructions), _refs_of(code, instructions))
-    _analysis[code] = result
+    if TABLE is not None:
+        from ._codescan import decode
+
+        result = decode(code, TABLE)
+    else:  # an interpreter without tables: the dis reference is the implementation
+        from . import _disref
+
+        result = _disref.analyze(code)
+    _analysis.store(code, result)
     return result
-
-
-def _digest_instructions(code: CodeType, instructions: list[dis.Instruction]) -> str:
-    h = blake3(_TAG)
-    h.update(
-        canonical_const(
-            (
-                code.co_argcount,
-                code.co_posonlyargcount,
-                code.co_kwonlyargcount,
-                code.co_flags & _FLAG_MASK,
-                code.co_varnames,
-                code.co_freevars,
-                code.co_cellvars,
-            )
-        )
-    )
-    index = {ins.offset: n for n, ins in enumerate(instructions)}
-    for ins in instructions:
-        h.update(b"\n" + ins.opname.encode())
-        op = ins.opcode
-        if ins.arg is None:
-            continue
-        if op in _JUMPS:
-            h.update(b" ->" + str(_target_index(index, ins.argval)).encode())
-        elif op in _CONST_OPS:
-            h.update(b" " + canonical_const(ins.argval))
-        elif op in _NAME_OPS or op in _LOCAL_OPS:
-            # argrepr keeps flag bits such as LOAD_GLOBAL's "NULL + name"; it never holds a position.
-            h.update(b" " + (ins.argrepr or str(ins.argval)).encode())
-        elif ins.opname in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
-            h.update(b" " + ins.argrepr.encode())
-        else:
-            h.update(b" " + str(ins.arg).encode())
-    for start, end, target, depth, lasti in _exception_table(code):
-        h.update(
-            b"\nexc %d %d %d %d %d"
-            % (
-                _target_index(index, start),
-                _target_index(index, end),
-                _target_index(index, target),
-                depth,
-                lasti,
-            )
-        )
-    return h.hexdigest()
-
-
-def _target_index(index: dict[int, int], offset: object) -> int:
-    """Instruction index of a byte offset, rounding forward over skipped filler."""
-    if not isinstance(offset, int):
-        return -1
-    probe = offset
-    while probe not in index and probe <= max(index, default=0):
-        probe += 2
-    return index.get(probe, len(index))
-
-
-def _exception_table(code: CodeType) -> list[tuple[int, int, int, int, int]]:
-    parse = getattr(dis, "_parse_exception_table", None)
-    if parse is None or not hasattr(code, "co_exceptiontable"):
-        return []
-    return [(e.start, e.end, e.target, e.depth, int(e.lasti)) for e in parse(code)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +190,23 @@ def code_refs(code: CodeType) -> tuple[NameRef, ...]:
     return tuple(refs)
 
 
-def _refs_of(code: CodeType, instructions: list[dis.Instruction]) -> tuple[NameRef, ...]:
-    """Names read by ``code``'s own instructions (filler already dropped), first use first."""
-    refs: dict[NameRef, None] = {}
+_ATTR_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_LOCAL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"})
+# The opcodes whose arguments the references read (all others only end a chain).
+REF_NAMES = (
+    _ATTR_OPS
+    | _GLOBAL_OPS
+    | _LOCAL_LOADS
+    | {"LOAD_DEREF", "LOAD_CLASSDEREF", "IMPORT_NAME", "IMPORT_FROM", "LOAD_CONST", "LOAD_SMALL_INT"}
+)
+
+
+def refs_from(code: CodeType, instructions: Iterable[tuple[int, str, object]]) -> tuple[NameRef, ...]:
+    """Names read by ``code``'s own instructions, first use first. ``instructions`` are
+    (instruction index, opname, resolved argument), filler dropped; instructions that
+    read no name may be left out (a gap in the indices ends an attribute chain)."""
+    refs: dict[tuple[str, str, tuple[str, ...], int], None] = {}  # NameRef fields, first use first
     chain_base: tuple[str, str] | None = None
     attrs: list[str] = []
     consts: list[object] = []  # constants pushed since the last other instruction
@@ -199,37 +214,42 @@ def _refs_of(code: CodeType, instructions: list[dis.Instruction]) -> tuple[NameR
     def flush() -> None:
         nonlocal chain_base
         if chain_base is not None:
-            refs.setdefault(NameRef(chain_base[0], chain_base[1], tuple(attrs)), None)
+            refs.setdefault((chain_base[0], chain_base[1], tuple(attrs), 0), None)
         chain_base = None
         attrs.clear()
 
-    for ins in instructions:
-        name = ins.opname
-        if name in _ATTR_OPS and chain_base is not None:
-            attrs.append(str(ins.argval))
+    previous = -2
+    for index, name, argval in instructions:
+        adjacent, previous = index == previous + 1, index
+        if not adjacent:
+            consts.clear()
+        if name in _ATTR_OPS and chain_base is not None and adjacent:
+            attrs.append(str(argval))
             continue
-        flush()
-        if name in _GLOBAL_OPS:
-            chain_base = ("global", str(ins.argval))
-        elif name in ("LOAD_DEREF", "LOAD_CLASSDEREF") and ins.argval in code.co_freevars:
-            chain_base = ("free", str(ins.argval))
-        elif name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW") and ins.arg is not None:
-            chain_base = ("local", str(ins.argval))
+        if chain_base is not None:
+            flush()
+        if name in _GLOBAL_OPS and not (name == "LOAD_NAME" and argval == "__annotations__"):
+            # (a class body's own annotation dict, set up by SETUP_ANNOTATIONS: not a global)
+            chain_base = ("global", str(argval))
+        elif name in ("LOAD_DEREF", "LOAD_CLASSDEREF") and argval in code.co_freevars:
+            chain_base = ("free", str(argval))
+        elif name in _LOCAL_LOADS:
+            chain_base = ("local", str(argval))
         elif name == "IMPORT_NAME":
             # The level was pushed two instructions before: LOAD_CONST level; LOAD_CONST fromlist.
             level = consts[-2] if len(consts) >= 2 and type(consts[-2]) is int else 0
-            refs.setdefault(NameRef("import", str(ins.argval), (), level), None)
+            refs.setdefault(("import", str(argval), (), level), None)
         elif name == "IMPORT_FROM":
             # ``from a import b`` inside a function: ``a`` was recorded by IMPORT_NAME just before.
-            last = next((r for r in reversed(refs) if r.scope == "import"), None)
+            last = next((r for r in reversed(refs) if r[0] == "import"), None)
             if last is not None:
-                refs.setdefault(NameRef("import", last.name, (str(ins.argval),), last.level), None)
+                refs.setdefault(("import", last[1], (str(argval),), last[3]), None)
         if name in ("LOAD_CONST", "LOAD_SMALL_INT"):
-            consts.append(ins.argval)
+            consts.append(argval)
         else:
             consts.clear()
     flush()
-    return tuple(refs)
+    return tuple(NameRef(*ref) for ref in refs)
 
 
 def nested_codes(code: CodeType) -> Iterator[CodeType]:

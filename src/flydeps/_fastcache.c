@@ -2,7 +2,8 @@
  *
  * Contract (the Python side is flydeps/factory.py, which owns every slow path):
  *
- *   FastCache(maxsize: int | None, typed: bool, slow, gen_cell: list, kwd_mark: object)
+ *   FastCache(maxsize: int | None, typed: bool, slow, gen_cell: list, kwd_mark: object,
+ *             pending: dict | None = None)
  *       The object users call in place of the decorated factory (factory.py attaches
  *       __wrapped__, cache_info, ... to its __dict__ with functools.update_wrapper).
  *       maxsize None: unbounded; 0: every call goes to slow(); n > 0: LRU, n entries.
@@ -19,8 +20,9 @@
  *       entry.fast, validated before, watch version and audit generation unchanged since,
  *       and every closure cell still holds its expected object
  *                                   -> hit (no Python code runs): hits += 1, LRU touch, value
- *       else v, g = watch version, audit generation (read BEFORE the call); entry.check():
- *         true  -> remember (v, g) for this entry, hits += 1, LRU touch, value
+ *       else v, g = watch version, audit generation, then p = len(pending) (all read BEFORE
+ *            the call); entry.check():
+ *         true  -> remember (v, g) for this entry unless p > 0, hits += 1, LRU touch, value
  *         false -> slow(args, kwargs or None, entry)   (the stale entry, for revalidation)
  *       slow(args, kwargs, stale) must do the counting, building and storing itself.
  *
@@ -35,6 +37,11 @@
  *   identity against a held reference, so a seen object cannot be recycled). Without the
  *   capsule (CPython < 3.12, _watchext not built or too old) fast is ignored and every hit
  *   calls check(); with FLYDEPS_WATCH=off|ctypes, Guard.fast_parts() reports fast=False.
+ *   pending is flydeps._audit._PENDING: function attribute stores announced by the audit
+ *   hook that may not have landed yet (the hook runs before CPython stores the value). While
+ *   it is non-empty a passing check() may have read an old __code__ under the new
+ *   generation, so g is not remembered (the next call checks again; check() itself drops
+ *   records whose store is visible).
  *
  *   Methods for the slow path (all atomic under the GIL; none calls user code except key
  *   hashing/comparison and the deallocation of dropped values):
@@ -139,6 +146,7 @@ typedef struct {
     PyObject *slow;
     PyObject *gen_cell;
     PyObject *kwd_mark;
+    PyObject *pending; /* dict or NULL */
     PyObject *dict;
     PyObject *weakreflist;
 } FastCache;
@@ -360,6 +368,8 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     unsigned long long v = current_version();
     PyObject *g = current_gen(self);
     Py_XINCREF(g);
+    /* Read after g: a store announced before g was bumped is still listed here. */
+    int settled = self->pending == NULL || PyDict_GET_SIZE(self->pending) == 0;
     PyObject *res = PyObject_CallNoArgs(PyTuple_GET_ITEM(entry, E_CHECK));
     int ok = -1;
     if (res != NULL) {
@@ -368,7 +378,7 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     }
     PyObject *value = NULL;
     if (ok > 0) {
-        if (link->entry == entry && link->fast && g != NULL) {
+        if (link->entry == entry && link->fast && g != NULL && settled) {
             link->v_seen = v;
             Py_XSETREF(link->g_seen, g); /* steals g */
             g = NULL;
@@ -718,11 +728,15 @@ fc_descr_get(PyObject *self, PyObject *obj, PyObject *type)
 static PyObject *
 fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"maxsize", "typed", "slow", "gen_cell", "kwd_mark", NULL};
-    PyObject *maxsize_obj, *slow, *gen_cell, *kwd_mark;
+    static char *kwlist[] = {"maxsize", "typed", "slow", "gen_cell", "kwd_mark", "pending", NULL};
+    PyObject *maxsize_obj, *slow, *gen_cell, *kwd_mark, *pending = Py_None;
     int typed;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OpOO!O:FastCache", kwlist, &maxsize_obj, &typed, &slow,
-                                     &PyList_Type, &gen_cell, &kwd_mark)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OpOO!O|O:FastCache", kwlist, &maxsize_obj, &typed, &slow,
+                                     &PyList_Type, &gen_cell, &kwd_mark, &pending)) {
+        return NULL;
+    }
+    if (pending != Py_None && !PyDict_CheckExact(pending)) {
+        PyErr_SetString(PyExc_TypeError, "FastCache: pending must be a dict (flydeps._audit._PENDING) or None");
         return NULL;
     }
     Py_ssize_t maxsize = -1;
@@ -756,6 +770,7 @@ fc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->slow = Py_NewRef(slow);
     self->gen_cell = Py_NewRef(gen_cell);
     self->kwd_mark = Py_NewRef(kwd_mark);
+    self->pending = pending == Py_None ? NULL : Py_NewRef(pending);
     return (PyObject *)self;
 }
 
@@ -771,6 +786,7 @@ fc_traverse(FastCache *self, visitproc visit, void *arg)
     Py_VISIT(self->slow);
     Py_VISIT(self->gen_cell);
     Py_VISIT(self->kwd_mark);
+    Py_VISIT(self->pending);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -787,6 +803,7 @@ fc_tp_clear(FastCache *self)
     Py_CLEAR(self->slow);
     Py_CLEAR(self->gen_cell);
     Py_CLEAR(self->kwd_mark);
+    Py_CLEAR(self->pending);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -874,7 +891,7 @@ static PyTypeObject FastCacheType = {
     .tp_as_mapping = &fc_as_mapping,
     .tp_call = (ternaryfunc)fc_call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "FastCache(maxsize, typed, slow, gen_cell, kwd_mark): the C hit path of flydeps.cached_factory.",
+    .tp_doc = "FastCache(maxsize, typed, slow, gen_cell, kwd_mark, pending=None): the C hit path of flydeps.cached_factory.",
     .tp_traverse = (traverseproc)fc_traverse,
     .tp_clear = (inquiry)fc_tp_clear,
     .tp_weaklistoffset = offsetof(FastCache, weakreflist),

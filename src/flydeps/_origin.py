@@ -101,14 +101,26 @@ def _is_external_name(name: str, file: str | None) -> bool:
 
 def is_external_module(name: str | None, module: ModuleType | None = None) -> bool:
     """True when code of module ``name`` is a leaf: stdlib, site-packages or our own packages."""
-    if not name:
+    if type(name) is not str or not name:
         return False
     if module is None:
         module = sys.modules.get(name)
-    file = getattr(module, "__file__", None) if module is not None else None
+    file = _module_file(module)
     if module is not None and file is None and name in sys.builtin_module_names:
         return True
-    return _is_external_name(name, file if isinstance(file, str) else None)
+    return _is_external_name(name, file)
+
+
+_MODULE_DICT = vars(ModuleType)["__dict__"]
+
+
+def _module_file(module: object) -> str | None:
+    """A module's ``__file__`` read from its real namespace (a module subclass's
+    ``__getattribute__`` or ``__getattr__`` never runs); None for anything else."""
+    if not issubclass(type(module), ModuleType):
+        return None
+    file = _MODULE_DICT.__get__(module).get("__file__")
+    return file if type(file) is str else None
 
 
 def external_digest(dotted: str) -> tuple[str, str]:

@@ -1,32 +1,65 @@
-"""Stable, bounded snapshots of data values (globals, defaults, closure contents).
+"""Stable, exact snapshots of data values (globals, defaults, closure contents).
 
-Contract: reads values structurally and never runs user code: no ``__repr__``,
-``__eq__``, ``__hash__``, ``__getattr__`` or properties of user classes are called
-(instance state is read with ``object.__getattribute__(obj, "__dict__")`` and slot
-descriptors of the type). A snapshot is bounded: a value with more than
-``SNAPSHOT_LIMIT`` elements in all (env ``FLYDEPS_SNAPSHOT_LIMIT``, default 256) is
-summarized by type and size only and marked ``oversized``; self-containing values end
-in a cycle marker. The same value gives the same digest in every process and machine.
+Contract: reads values structurally and never runs user code: no ``__repr__``, ``__eq__``,
+``__hash__``, ``__iter__``, ``__getattr__``, properties or metaclass methods of user
+classes are called. Types are dispatched on ``type(value)`` by identity along its MRO;
+contents are read through the builtin base type's own C methods (``dict.items(d)``,
+``list.copy(l)``, ``int.__index__(i)``, ...), so a subclass's overrides never run; instance
+state is read through the interpreter's own ``__dict__`` getset and slot descriptors
+(:mod:`flydeps._objects`). Every container is copied once (a C-level copy, retried if
+another thread resized it) and that one copy serves both the digest and the
+:class:`MutableWatch` a guard re-checks, so they never disagree.
 
-For mutable values within the bound, :func:`snapshot` also returns the containers it
-walked with their items, so a guard can later detect in-place mutation with identity
-checks alone (see :class:`MutableWatch`).
+What a digest covers, per type, is the value-type table of ``docs/guarantees.md``: atoms by
+exact value (floats and complex numbers by their bits: ``-0.0`` and NaN payloads differ),
+containers element by element (``dict`` and ``OrderedDict`` in order, sets sorted by
+encoding), ``defaultdict`` with its ``default_factory``, ``deque`` with ``maxlen``,
+``array.array`` with its typecode, subclasses of builtins by their real contents plus type
+and instance ``__dict__``, enum members by name and value, user instances by type and state,
+library objects by their own pickle protocol (``__reduce_ex__`` defined by the library).
+
+Size: a container with more than ``SNAPSHOT_LIMIT`` elements in all (env
+``FLYDEPS_SNAPSHOT_LIMIT``, default 256) is *oversized*: digested by type, size and
+identity (rebinding it to anything else is a change; its in-place changes are not watched),
+and so is an object whose state cannot be read. ``str``/``bytes``/``bytearray``/
+``array.array``/``memoryview`` contents above 1 MiB are digested in full by a streamed
+blake3 (mutable ones are then not watched). Identity enters only runtime digests (never a
+literal from a file), and the objects it names are held by the guard's bindings.
 """
 
 from __future__ import annotations
 
+import array
+import collections
 import enum
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, MemberDescriptorType, MethodType, ModuleType
 from typing import Any
 
 from blake3 import blake3
 
+from ._bindings import MISSING, class_dict, dict_items, is_a
 from ._bytecode import canonical_const, code_digest
-from ._origin import is_external_module
+from ._containers import (
+    MutableWatch,
+    base_len,
+    read_array,
+    read_bytearray,
+    read_defaultdict,
+    read_deque,
+    read_dict,
+    read_list,
+    read_memoryview,
+    read_odict,
+    read_set,
+    sequence_items,
+    stable,
+)
+from ._objects import TypeTable, instance_dict, is_external_type, module_name, object_qualname, type_mro, type_name
 
-__all__ = ["MutableWatch", "SNAPSHOT_LIMIT", "Snapshot", "describe", "snapshot", "value_digest"]
+__all__ = ["MutableWatch", "SNAPSHOT_LIMIT", "Snapshot", "describe", "sequence_items", "snapshot", "value_digest"]
 
 
 def _limit_from_env() -> int:
@@ -40,59 +73,17 @@ def _limit_from_env() -> int:
 
 
 SNAPSHOT_LIMIT = _limit_from_env()
-_ATOMS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _MAX_DEPTH = 32
-_MAX_ATOM = 1 << 20  # bytes/str longer than this are summarized by length
-
-
-@dataclass(frozen=True, slots=True)
-class MutableWatch:
-    """A mutable container seen by a snapshot and the identities of its items then.
-
-    ``items`` is the flat tuple of keys and values (dict, instance ``__dict__``), the
-    elements (list, set in iteration order) or the bytes (bytearray). :meth:`unchanged`
-    compares by identity only, never hashing or comparing user objects; a set whose
-    iteration order changed without a change of content reads as changed, which costs a
-    digest recomputation, never a wrong answer.
-    """
-
-    container: Any  # dict | list | set | bytearray, dispatched on the exact type
-    items: Any
-
-    def unchanged(self) -> bool:
-        c = self.container
-        t = type(c)
-        if t is dict:
-            now = tuple(_flat_items(c))  # type: ignore[arg-type]
-        elif t is list:
-            now = tuple(c)  # type: ignore[call-overload]
-        elif t is set:
-            now = tuple(c)  # type: ignore[call-overload]  # identity only: hashing would run user code
-        elif t is bytearray:
-            return bytes(c) == self.items  # type: ignore[call-overload]
-        else:
-            return True
-        old = self.items
-        return len(now) == len(old) and all(map(_is, now, old))  # type: ignore[arg-type]
-
-
-def _is(a: object, b: object) -> bool:
-    return a is b
-
-
-def _flat_items(d: dict) -> list[object]:
-    out: list[object] = []
-    for k, v in d.items():
-        out.append(k)
-        out.append(v)
-    return out
+_MAX_ATOM = 1 << 20  # str/bytes-like contents longer than this are digested by a streamed blake3
+_CHUNK = 1 << 20
+_ATOMS = TypeTable((t, True) for t in (type(None), bool, int, float, complex, str, bytes, type(Ellipsis)))
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What a value was: ``digest`` (hex), a short safe ``summary`` for messages,
-    whether it was ``oversized`` (summarized by size only) and the mutable containers
-    inside it (empty for immutable values)."""
+    """What a value was: ``digest`` (hex), a short safe ``summary`` for messages, whether
+    (part of) it was ``oversized`` (digested by identity and size, not watched) and the
+    mutable containers inside it whose in-place changes a guard can see."""
 
     digest: str
     summary: str
@@ -101,26 +92,28 @@ class Snapshot:
 
 
 class _Walker:
-    def __init__(self, limit: int) -> None:
-        self.budget = limit
+    """Encodes one value; ``identity`` says whether object identity may enter the encoding."""
+
+    def __init__(self, limit: int | None, identity: bool) -> None:
+        self.budget = limit if limit is not None else -1
+        self.bounded = limit is not None
+        self.identity = identity
         self.oversized = False
         self.mutables: list[MutableWatch] = []
         self.stack: set[int] = set()
+        self.reduced = 0  # > 0 inside the (temporary) parts of a library object's reduction
 
     def encode(self, value: Any, depth: int = 0) -> bytes:
         t = type(value)
         if t in _ATOMS:
             self.budget -= 1
-            if (t is bytes or t is str) and len(value) > _MAX_ATOM:  # type: ignore[arg-type]
-                self.oversized = True
-                return b"<" + t.__name__.encode() + b" len=%d>" % len(value)  # type: ignore[arg-type]
-            return canonical_const(value)
+            return _encode_atom(value, t)
         if depth > _MAX_DEPTH:
             self.oversized = True
-            return b"<deep " + _type_name(t).encode() + b">"
+            return b"<deep " + type_name(t).encode() + b">"
         key = id(value)
         if key in self.stack:
-            return b"<cycle " + _type_name(t).encode() + b">"
+            return b"<cycle " + type_name(t).encode() + b">"
         self.stack.add(key)
         try:
             return self._encode_compound(value, t, depth)
@@ -128,129 +121,347 @@ class _Walker:
             self.stack.discard(key)
 
     def _encode_compound(self, value: Any, t: type, depth: int) -> bytes:
-        if t in (tuple, list, set, frozenset, dict, bytearray):
-            size = len(value)  # type: ignore[arg-type]
-            if size > self.budget:
-                self.oversized = True
-                self.budget = -1
-                return b"<" + t.__name__.encode() + b" len=%d>" % size
-            self.budget -= 1
-        if t is tuple or t is list:
-            if t is list:
-                self.mutables.append(MutableWatch(value, tuple(value)))  # type: ignore[arg-type]
-            parts = [self.encode(v, depth + 1) for v in value]  # type: ignore[attr-defined]
-            return t.__name__.encode() + b"(" + b",".join(parts) + b")"
-        if t is set or t is frozenset:
-            if t is set:
-                self.mutables.append(MutableWatch(value, tuple(value)))  # type: ignore[arg-type]
-            parts = sorted(self.encode(v, depth + 1) for v in value)  # type: ignore[attr-defined]
-            return t.__name__.encode() + b"{" + b",".join(parts) + b"}"
-        if t is dict:
-            return b"dict" + self._encode_mapping(value, depth)  # type: ignore[arg-type]
-        if t is bytearray:
-            self.mutables.append(MutableWatch(value, bytes(value)))  # type: ignore[arg-type]
-            return b"bytearray" + canonical_const(bytes(value))  # type: ignore[arg-type]
+        self.budget -= 1
+        kind = _KINDS.along_mro(t)
+        if kind is _enum_kind:  # before int/str: IntEnum members are ints too
+            return kind(self, value, depth)
+        if kind is not None and kind in _BASE_KINDS:
+            body = kind(self, value, depth)
+            if t in _BASE_TYPES:
+                return body
+            return b"obj:" + type_name(t).encode() + body + self._state(value, depth, subclass=True)
+        if kind is not None:
+            return kind(self, value, depth)  # type: ignore[no-any-return]
         return self._encode_object(value, t, depth)
 
-    def _encode_mapping(self, mapping: dict, depth: int) -> bytes:
-        self.mutables.append(MutableWatch(mapping, tuple(_flat_items(mapping))))
-        pairs = sorted(self.encode(k, depth + 1) + b":" + self.encode(v, depth + 1) for k, v in mapping.items())
-        return b"{" + b",".join(pairs) + b"}"
+    # -- sized containers ---------------------------------------------------------------
+    def _sized(self, value: Any, read: Callable[[Any], Any], watch: bool) -> tuple[Any, int]:
+        """The copied items of a container and its size; items None when it is oversized
+        (then identified by identity)."""
+        size = base_len(value)  # before any copy: a million-entry table is not copied
+        if self.bounded and size > self.budget:
+            self.oversized = True
+            self.budget = -1
+            return None, size
+        items = stable(read, value)
+        if watch:
+            self.mutables.append(MutableWatch(value, items if type(items) is not list else tuple(items), read))
+        return items, size
 
-    def _encode_object(self, value: object, t: type, depth: int) -> bytes:
-        self.budget -= 1
-        if isinstance(value, enum.Enum):
-            return b"enum:" + _type_name(t).encode() + b"." + value._name_.encode()
-        if isinstance(value, (FunctionType,)):
-            return b"fn:" + _qual(value).encode() + b"#" + code_digest(value.__code__).encode()
-        if isinstance(value, type):
-            return b"class:" + _qual(value).encode()
-        if isinstance(value, ModuleType):
-            return b"module:" + value.__name__.encode()
-        if isinstance(value, CodeType):
-            return b"code:" + code_digest(value).encode()
-        if isinstance(value, (BuiltinFunctionType, MethodType)):
-            return b"callable:" + _qual(value).encode()
-        state = _instance_state(value)
-        head = b"obj:" + _type_name(t).encode()
-        if state is None or (type(state) is dict and not state):
-            return head + self._encode_reduced(value, t, depth)
-        if type(state) is dict:
-            return head + self._encode_mapping(state, depth + 1)
-        return head + self.encode(state, depth + 1)
+    def _identity(self, value: Any, name: bytes, size: int) -> bytes:
+        token = b" #%x" % id(value) if self.identity and not self.reduced else b""
+        return b"<" + name + b" len=%d" % size + token + b">"
 
-    def _encode_reduced(self, value: Any, t: Any, depth: int) -> bytes:
-        """State of a stateless-looking library object (``torch.float16``, a numpy scalar)
-        through its pickle protocol. Only library types: user code is never called."""
-        if not is_external_module(getattr(t, "__module__", None)):
-            return b""
-        try:
-            reduced = t.__reduce_ex__(value, 4)
-        except Exception:
-            return b"<opaque>"
-        if isinstance(reduced, str):  # "a global of the type's module" (dtypes, singletons)
-            return b"=" + reduced.encode()
-        if isinstance(reduced, tuple) and len(reduced) >= 2:
-            return b"=" + self.encode(_reduced_parts(reduced), depth + 1)
-        return b"<opaque>"
+    def sequence(self, value: Any, read: Callable[[Any], Any], name: bytes, watch: bool, depth: int) -> bytes:
+        items, size = self._sized(value, read, watch)
+        if items is None:
+            return self._identity(value, name, size)
+        return name + b"(" + b",".join(self.encode(v, depth + 1) for v in items) + b")"
+
+    def unordered(self, value: Any, read: Callable[[Any], Any], name: bytes, watch: bool, depth: int) -> bytes:
+        items, size = self._sized(value, read, watch)
+        if items is None:
+            return self._identity(value, name, size)
+        return name + b"{" + b",".join(sorted(self.encode(v, depth + 1) for v in items)) + b"}"
+
+    def mapping(self, value: Any, depth: int, *, ordered: bool, read: Callable[[Any], Any] = read_dict) -> bytes:
+        flat, size = self._sized(value, read, True)
+        if flat is None:
+            return self._identity(value, b"dict", size)
+        pairs = [
+            self.encode(flat[i], depth + 1) + b":" + self.encode(flat[i + 1], depth + 1) for i in range(0, len(flat), 2)
+        ]
+        return b"{" + b",".join(pairs if ordered else sorted(pairs)) + b"}"
+
+    def buffer(self, value: Any, read: Callable[[Any], Any], head: bytes, watch: bool) -> bytes:
+        data = stable(read, value)
+        if len(data) > _MAX_ATOM:
+            self.oversized = True  # in full, but in-place changes are not watched
+            return head + _streamed(data)
+        if watch:
+            self.mutables.append(MutableWatch(value, data, read))
+        return head + canonical_const(data)
+
+    # -- objects --------------------------------------------------------------------------
+    def _state(self, value: Any, depth: int, *, subclass: bool = False) -> bytes:
+        """Instance ``__dict__`` (sorted) and slots; ``b""`` when there is none."""
+        state = instance_dict(value)
+        out = b""
+        if state is not None and (dict.__len__(state) or not subclass):
+            out = self.mapping(state, depth + 1, ordered=False)
+        slots = _slot_values(value)
+        if slots:
+            out += b"slots" + self.encode(tuple(slots), depth + 1)
+        return out
+
+    def _encode_object(self, value: Any, t: type, depth: int) -> bytes:
+        head = b"obj:" + type_name(t).encode()
+        # A library object by its own reduction (a tensor's __dict__ is empty, its data is not);
+        # user objects, and library objects without one, by instance dict and slots.
+        reduced = _library_reduce(value, t) if is_external_type(t) else None
+        if type(reduced) is str:  # "a global of the type's module" (dtypes, singletons)
+            return head + b"=" + reduced.encode()  # type: ignore[union-attr]
+        if type(reduced) is tuple and len(reduced) >= 2:  # type: ignore[arg-type]
+            self.reduced += 1  # its parts may be temporaries: no identities in there
+            try:
+                return head + b"=" + self.encode(_reduced_parts(reduced), depth + 1)  # type: ignore[arg-type]
+            finally:
+                self.reduced -= 1
+        if instance_dict(value) is not None or _slot_values(value):
+            return head + self._state(value, depth)
+        # Nothing readable: only the object's identity tells two of them apart.
+        return head + (b"<opaque #%x>" % id(value) if self.identity and not self.reduced else b"<opaque>")
+
+
+def _encode_atom(value: Any, t: type) -> bytes:
+    if t is str and len(value) > _MAX_ATOM:
+        return b"s%d:" % len(value) + _streamed_str(value)
+    if t is bytes and len(value) > _MAX_ATOM:
+        return b"b%d:" % len(value) + _streamed(value)
+    if t is int and value.bit_length() > 12_000:  # beyond int->str conversion limits
+        return b"ix" + int.__format__(value, "x").encode()
+    return canonical_const(value)
+
+
+def _streamed(data: Any) -> bytes:
+    return b"blake3:" + blake3(data, max_threads=1).hexdigest().encode()
+
+
+def _streamed_str(text: str) -> bytes:
+    h = blake3()
+    for start in range(0, len(text), _CHUNK):
+        h.update(text[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
+    return b"blake3:" + h.hexdigest().encode()
+
+
+def _slot_values(value: object) -> list[tuple[str, object]]:
+    """``(name, value)`` of every ``__slots__`` member along the MRO, by the slot descriptors."""
+    out: list[tuple[str, object]] = []
+    for klass in type_mro(type(value)):
+        namespace = class_dict(klass)
+        names = namespace.get("__slots__", ())
+        names = (names,) if type(names) is str else names if type(names) is tuple or type(names) is list else ()
+        for name in names:
+            descr = namespace.get(name, MISSING) if type(name) is str else MISSING
+            if type(descr) is MemberDescriptorType:
+                try:
+                    out.append((name, descr.__get__(value, klass)))  # type: ignore[attr-defined]
+                except Exception:
+                    out.append((name, "<unset>"))
+    return out
+
+
+def _library_reduce(value: object, t: type) -> object:
+    """``value``'s own pickle reduction when a library class (not ``object``) defines it:
+    library code only, never a generic reduction that would look attributes up on the object."""
+    for klass in type_mro(t):
+        if klass is object:
+            return None
+        namespace = class_dict(klass)
+        if "__reduce_ex__" in namespace or "__reduce__" in namespace:
+            break
+    try:
+        return t.__reduce_ex__(value, 4)  # type: ignore[arg-type, call-arg]
+    except Exception:
+        return None
 
 
 def _reduced_parts(reduced: tuple) -> tuple:
     """The constructor's name and its arguments/state from a ``__reduce_ex__`` tuple."""
     ctor = reduced[0]
-    name = f"{getattr(ctor, '__module__', '?')}.{getattr(ctor, '__qualname__', getattr(ctor, '__name__', '?'))}"
-    return (name, *reduced[1:3])
+    return (f"{_module_of_callable(ctor)}.{object_qualname(ctor)}", *reduced[1:3])
 
 
-def _instance_state(value: object) -> object:
-    """Instance ``__dict__`` and slot values, read without running user code."""
+def _module_of_callable(obj: object) -> str:
+    t = type(obj)
+    module = obj.__module__ if t is FunctionType or t is BuiltinFunctionType else None  # type: ignore[attr-defined]
+    if is_a(obj, type):
+        return type_name(obj).rpartition(".")[0] or "?"  # type: ignore[arg-type]
+    return module if type(module) is str else "?"
+
+
+# -- per-type encoders (dispatched by identity along the MRO) --------------------------------
+def _enum_kind(w: _Walker, value: Any, depth: int) -> bytes:
+    state = instance_dict(value) or {}
+    name, inner = state.get("_name_"), state.get("_value_", MISSING)
+    text = name.encode() if type(name) is str else b"?"
+    tail = b"=" + w.encode(inner, depth + 1) if inner is not MISSING else b""
+    return b"enum:" + type_name(type(value)).encode() + b"." + text + tail
+
+
+def _int(w: _Walker, v: Any, depth: int) -> bytes:
+    return _encode_atom(int.__index__(v), int)
+
+
+def _float(w: _Walker, v: Any, depth: int) -> bytes:
+    return canonical_const(float.__float__(v))
+
+
+def _complex(w: _Walker, v: Any, depth: int) -> bytes:
+    return canonical_const(complex(complex.__dict__["real"].__get__(v), complex.__dict__["imag"].__get__(v)))
+
+
+def _str(w: _Walker, v: Any, depth: int) -> bytes:
+    return _encode_atom(str.__str__(v), str)
+
+
+def _bytes(w: _Walker, v: Any, depth: int) -> bytes:
+    return _encode_atom(bytes.__getitem__(v, slice(None)), bytes)
+
+
+def _tuple(w: _Walker, v: Any, depth: int) -> bytes:
+    return w.sequence(v, lambda x: tuple.__getitem__(x, slice(None)), b"tuple", False, depth)
+
+
+def _list(w: _Walker, v: Any, depth: int) -> bytes:
+    return w.sequence(v, read_list, b"list", True, depth)
+
+
+def _set(w: _Walker, v: Any, depth: int) -> bytes:
+    return w.unordered(v, read_set, b"set", True, depth)
+
+
+def _frozenset(w: _Walker, v: Any, depth: int) -> bytes:
+    return w.unordered(v, frozenset.copy, b"frozenset", False, depth)
+
+
+def _dict(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"dict" + w.mapping(v, depth, ordered=True)
+
+
+def _odict(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"odict" + w.mapping(v, depth, ordered=True, read=read_odict)
+
+
+def _defaultdict(w: _Walker, v: Any, depth: int) -> bytes:
+    flat, size = w._sized(v, read_defaultdict, True)
+    if flat is None:
+        return w._identity(v, b"defaultdict", size)
+    pairs = [w.encode(flat[i], depth + 1) + b":" + w.encode(flat[i + 1], depth + 1) for i in range(1, len(flat), 2)]
+    return b"defaultdict[" + w.encode(flat[0], depth + 1) + b"]{" + b",".join(pairs) + b"}"
+
+
+def _deque(w: _Walker, v: Any, depth: int) -> bytes:
+    maxlen = collections.deque.__dict__["maxlen"].__get__(v)
+    return b"deque[maxlen=%b]" % repr(maxlen).encode() + w.sequence(v, read_deque, b"", True, depth)
+
+
+def _bytearray(w: _Walker, v: Any, depth: int) -> bytes:
+    return w.buffer(v, read_bytearray, b"bytearray", True)
+
+
+def _array(w: _Walker, v: Any, depth: int) -> bytes:
+    code = array.array.__dict__["typecode"].__get__(v)
+    return w.buffer(v, read_array, b"array[" + code.encode() + b"]", True)
+
+
+def _memoryview(w: _Walker, v: Any, depth: int) -> bytes:
     try:
-        state = object.__getattribute__(value, "__dict__")
-    except Exception:
-        state = None
-    slots = []
-    for klass in type(value).__mro__:
-        names = klass.__dict__.get("__slots__", ())
-        if isinstance(names, str):
-            names = (names,)
-        for name in names if isinstance(names, (tuple, list)) else ():
-            descr = klass.__dict__.get(name)
-            if descr is not None and type(descr).__name__ == "member_descriptor":
-                try:
-                    slots.append((name, descr.__get__(value, klass)))
-                except Exception:
-                    slots.append((name, "<unset>"))
-    if slots:
-        return (state if type(state) is dict else None, tuple(slots))
-    return state if type(state) is dict else None
+        head = b"memoryview[%b%b]" % (v.format.encode(), repr(v.shape).encode())
+        return w.buffer(v, read_memoryview, head, not v.readonly)
+    except ValueError:  # released
+        return b"memoryview<released>"
 
 
-def _type_name(t: type) -> str:
-    return f"{getattr(t, '__module__', '?')}.{getattr(t, '__qualname__', t.__name__)}"
+def _function(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"fn:" + _qual(v).encode() + b"#" + code_digest(v.__code__).encode()
+
+
+def _class(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"class:" + type_name(v).encode()
+
+
+def _module(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"module:" + module_name(v).encode()
+
+
+def _code(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"code:" + code_digest(v).encode()
+
+
+def _builtin(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"callable:" + _qual(v).encode()
+
+
+def _method(w: _Walker, v: Any, depth: int) -> bytes:
+    return b"method:" + w.encode(v.__func__, depth + 1) + b"@" + w.encode(v.__self__, depth + 1)
+
+
+def _wrapped_callable(attrs: tuple[str, ...], base: type) -> Callable[[_Walker, Any, int], bytes]:
+    fields = tuple(base.__dict__[a] for a in attrs)
+    head = base.__name__.encode()
+
+    def encode(w: _Walker, v: Any, depth: int) -> bytes:
+        return head + b"(" + b",".join(w.encode(f.__get__(v), depth + 1) for f in fields) + b")"
+
+    return encode
 
 
 def _qual(obj: object) -> str:
-    module = getattr(obj, "__module__", None)
-    qual = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
-    return f"{module}.{qual}" if isinstance(module, str) else str(qual)
+    return f"{_module_of_callable(obj)}.{object_qualname(obj)}"
+
+
+_BASE_TYPES = TypeTable(
+    (t, True)
+    for t in (int, float, complex, str, bytes, tuple, list, set, frozenset, dict, bytearray, array.array)
+    + (collections.OrderedDict, collections.defaultdict, collections.deque, memoryview)
+)
+_KINDS = TypeTable(
+    [
+        (enum.Enum, _enum_kind),
+        (int, _int),
+        (float, _float),
+        (complex, _complex),
+        (str, _str),
+        (bytes, _bytes),
+        (tuple, _tuple),
+        (list, _list),
+        (set, _set),
+        (frozenset, _frozenset),
+        (collections.OrderedDict, _odict),
+        (collections.defaultdict, _defaultdict),
+        (dict, _dict),
+        (collections.deque, _deque),
+        (bytearray, _bytearray),
+        (array.array, _array),
+        (memoryview, _memoryview),
+        (FunctionType, _function),
+        (type, _class),
+        (ModuleType, _module),
+        (CodeType, _code),
+        (BuiltinFunctionType, _builtin),
+        (MethodType, _method),
+        (staticmethod, _wrapped_callable(("__func__",), staticmethod)),
+        (classmethod, _wrapped_callable(("__func__",), classmethod)),
+        (property, _wrapped_callable(("fget", "fset", "fdel"), property)),
+    ]
+)
+_BASE_KINDS = frozenset(
+    {_int, _float, _complex, _str, _bytes, _tuple, _list, _set, _frozenset, _odict, _defaultdict, _dict, _deque}
+    | {_bytearray, _array}
+)
 
 
 def snapshot(value: object, *, limit: int | None = None) -> Snapshot:
-    """The bounded structural snapshot of ``value`` (see module docstring)."""
-    walker = _Walker(SNAPSHOT_LIMIT if limit is None else limit)
+    """The structural snapshot of a live ``value`` (see module docstring)."""
+    return _snapshot(value, SNAPSHOT_LIMIT if limit is None else limit, identity=True)
+
+
+def _snapshot(value: object, limit: int | None, identity: bool) -> Snapshot:
+    walker = _Walker(limit, identity)
     try:
         encoded = walker.encode(value)
     except RecursionError:
         walker.oversized = True
-        encoded = b"<deep " + _type_name(type(value)).encode() + b">"
+        encoded = b"<deep " + type_name(type(value)).encode() + b">"
     digest = blake3(b"flydeps-value-v1\0" + encoded).hexdigest()
-    mutables = () if walker.oversized else tuple(walker.mutables)
-    return Snapshot(digest, describe(value), walker.oversized, mutables)
+    return Snapshot(digest, describe(value), walker.oversized, tuple(walker.mutables))
 
 
 def value_digest(value: object) -> str:
-    """Hex digest of ``value``'s snapshot."""
-    return snapshot(value).digest
+    """Hex digest of ``value`` in full, without identities: for literals read from files
+    (the static front-end), where a bound or an object identity would mean nothing."""
+    return _snapshot(value, None, identity=False).digest
 
 
 def describe(value: object, width: int = 60) -> str:
@@ -258,31 +469,41 @@ def describe(value: object, width: int = 60) -> str:
     for containers, ``<module.Type object>`` otherwise. Never calls a user ``__repr__``."""
     t = type(value)
     if t in _ATOMS:
-        text = repr(value)
-    elif t in (tuple, list, set, frozenset, dict, bytearray):
-        text = f"<{t.__name__} len={len(value)}>"  # type: ignore[arg-type]
-        if len(value) <= 8:  # type: ignore[arg-type]
+        if t is int and value.bit_length() > 12_000:  # type: ignore[attr-defined]
+            text = f"<int bits={value.bit_length()}>"  # type: ignore[attr-defined]
+        else:
+            text = repr(value[: width + 1]) if t is str or t is bytes else repr(value)  # type: ignore[index]
+    elif t in _CONTAINER_REPRS:
+        size = len(value)  # type: ignore[arg-type]
+        text = f"<{t.__name__} len={size}>"
+        if size <= 8:
             try:
                 inner = canonical_repr(value)
                 text = inner if len(inner) <= width else text
-            except RecursionError:
+            except (RecursionError, RuntimeError):
                 pass
-    elif isinstance(value, (FunctionType, type, BuiltinFunctionType)):
+    elif t is FunctionType or t is BuiltinFunctionType or is_a(value, type):
         text = f"<{_qual(value)}>"
-    elif isinstance(value, ModuleType):
-        text = f"<module {value.__name__}>"
-    elif isinstance(value, enum.Enum):
-        text = f"{t.__qualname__}.{value._name_}"
+    elif is_a(value, ModuleType):
+        text = f"<module {module_name(value)}>"  # type: ignore[arg-type]
+    elif _KINDS.along_mro(t) is _enum_kind:
+        name = (instance_dict(value) or {}).get("_name_")
+        text = f"{type_name(t).rpartition('.')[2]}.{name if type(name) is str else '?'}"
     else:
-        text = f"<{_type_name(t)} object>"
-        if is_external_module(getattr(t, "__module__", None)):
-            try:
-                reduced = t.__reduce_ex__(value, 4)
-            except Exception:
-                reduced = None
-            if isinstance(reduced, str):  # torch.float16 and other named singletons
-                text = f"{t.__module__.partition('.')[0]}.{reduced}"
+        text = _describe_object(value, t)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _describe_object(value: object, t: type) -> str:
+    text = f"<{type_name(t)} object>"
+    if is_external_type(t):
+        reduced = _library_reduce(value, t)
+        if type(reduced) is str:  # torch.float16 and other named singletons
+            text = f"{type_name(t).partition('.')[0]}.{reduced}"
+    return text
+
+
+_CONTAINER_REPRS = TypeTable((t, True) for t in (tuple, list, set, frozenset, dict, bytearray))
 
 
 def canonical_repr(value: object) -> str:
@@ -292,7 +513,7 @@ def canonical_repr(value: object) -> str:
         return repr(value)
     if t is tuple or t is list:
         open_, close = ("(", ")") if t is tuple else ("[", "]")
-        return open_ + ", ".join(canonical_repr(v) for v in value) + close  # type: ignore[attr-defined]
+        return open_ + ", ".join(canonical_repr(v) for v in sequence_items(value)) + close
     if t is dict:
-        return "{" + ", ".join(f"{canonical_repr(k)}: {canonical_repr(v)}" for k, v in value.items()) + "}"  # type: ignore[attr-defined]
-    return f"<{_type_name(t)}>"
+        return "{" + ", ".join(f"{canonical_repr(k)}: {canonical_repr(v)}" for k, v in dict_items(value)) + "}"  # type: ignore[arg-type]
+    return f"<{type_name(t)}>"

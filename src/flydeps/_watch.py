@@ -47,6 +47,17 @@ Backends, chosen once at import (``FLYDEPS_WATCH`` = ``auto`` (default) | ``ext`
 * ``none`` (CPython < 3.12, other implementations, ``off``, or no extension): ``AVAILABLE`` is
   False, the ``watch_*`` functions are no-ops and ``version()`` returns 0.
 
+PEP 509 tags (CPython 3.10/3.11)
+--------------------------------
+There are no watchers before 3.12, but every dict carries a version tag (PEP 509) that each
+modification replaces with a fresh value of one process-wide, only-growing counter.
+``TAGS`` is True when the optional C extension ``flydeps._dictver`` was built for this
+interpreter; then ``tags_max(dicts)`` (one C call) returns the largest tag of a tuple of
+dicts, which changes exactly when one of them was modified (re-setting the same object is not
+a modification). A guard stores it and re-reads its namespace bindings only when it moved:
+one integer compare per call, whatever the number of bindings. ``FLYDEPS_WATCH=off``
+disables it too.
+
 Watcher ids are scarce (8 per kind and interpreter, some taken by CPython itself): each kind
 is registered once per process, lazily, on its first ``watch_*`` call. If a slot cannot be
 had, a warning is logged on the ``flydeps`` logger, ``AVAILABLE`` becomes False and from then
@@ -69,7 +80,17 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AVAILABLE", "BACKEND", "FUNCTIONS", "version", "watch_dict", "watch_function", "watch_type"]
+__all__ = [
+    "AVAILABLE",
+    "BACKEND",
+    "FUNCTIONS",
+    "TAGS",
+    "tags_max",
+    "version",
+    "watch_dict",
+    "watch_function",
+    "watch_type",
+]
 
 logger = logging.getLogger("flydeps")
 
@@ -79,6 +100,7 @@ _MODES = ("auto", "ext", "ctypes", "off")
 AVAILABLE: bool = False
 FUNCTIONS: bool = False
 BACKEND: str = "none"
+TAGS: bool = False
 
 
 def _noop(obj: object) -> None:
@@ -90,7 +112,13 @@ def _zero() -> int:
     return 0
 
 
+def _no_tags(dicts: tuple[dict[Any, Any], ...]) -> int:
+    """No PEP 509 reader: never used (``TAGS`` is False)."""
+    raise RuntimeError("flydeps._watch.tags_max needs the _dictver extension (TAGS is False)")
+
+
 version: Callable[[], int] = _zero
+tags_max: Callable[[tuple[dict[Any, Any], ...]], int] = _no_tags
 watch_dict: Callable[[dict[Any, Any]], None] = _noop
 watch_type: Callable[[type], None] = _noop
 watch_function: Callable[[types.FunctionType], None] = _noop
@@ -288,12 +316,25 @@ def _install_ctypes() -> None:
 # ------------------------------------------------------------------------------ selection
 
 
+def _select_tags() -> None:
+    global TAGS, tags_max
+    try:
+        from . import _dictver  # type: ignore[attr-defined]
+    except ImportError as exc:
+        logger.debug("flydeps: dict version tag extension not available (%s); guards re-read bindings", exc)
+        return
+    tags_max, TAGS = _dictver.tags_max, True
+
+
 def _select() -> None:
     mode = os.environ.get(_ENV, "auto").strip().lower() or "auto"
     if mode not in _MODES:
         logger.warning("flydeps: %s=%r is not one of %s; using 'auto'", _ENV, mode, "|".join(_MODES))
         mode = "auto"
-    if mode == "off" or sys.version_info < (3, 12) or platform.python_implementation() != "CPython":
+    if mode == "off" or platform.python_implementation() != "CPython":
+        return
+    if sys.version_info < (3, 12):
+        _select_tags()
         return
     if mode in ("auto", "ext"):
         try:

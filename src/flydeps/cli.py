@@ -75,9 +75,15 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _report(diagnostics: Sequence[object]) -> int:
-    for diagnostic in diagnostics:
-        log.error("%s", diagnostic)
-    return EXIT_PROBLEMS if diagnostics else EXIT_OK
+    """Log each diagnostic once; notes (``note=True``) are information, not problems."""
+    problems = 0
+    for diagnostic in dict.fromkeys(diagnostics):
+        if getattr(diagnostic, "note", False):
+            log.info("%s", diagnostic)
+        else:
+            problems += 1
+            log.error("%s", diagnostic)
+    return EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def _default_paths() -> list[str] | None:
@@ -190,6 +196,26 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return status or (EXIT_PROBLEMS if args.check and changed else EXIT_OK)
 
 
+def _options_after(parser: argparse.ArgumentParser, command: str, after: list[str]) -> tuple[list[str], list[str]]:
+    """Split what follows ``--`` into the command's own options and paths, so that
+    ``flydeps diff HEAD -- src --format json`` works. A path that starts with ``-`` and is
+    also an option name must be written ``./-name``."""
+    sub = next(a for a in parser._subparsers._group_actions if isinstance(a, argparse._SubParsersAction))  # type: ignore[union-attr]
+    known = sub.choices[command]._option_string_actions
+    options: list[str] = []
+    paths: list[str] = []
+    tokens = iter(after)
+    for token in tokens:
+        action = known.get(token.partition("=")[0])
+        if action is None or action.option_strings == ["-h", "--help"]:
+            paths.append(token)
+            continue
+        options.append(token)
+        if action.nargs is None and "=" not in token:  # an option with a value: take it too
+            options.append(next(tokens, ""))
+    return options, paths
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flydeps`` console script and ``python -m flydeps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -200,6 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
+        options, after = _options_after(parser, args.command, after)
+        if options:
+            args = parser.parse_args([*argv, *options])
     except SystemExit as exc:
         return int(exc.code or 0) and EXIT_USAGE
     _setup_logging(args.verbose)

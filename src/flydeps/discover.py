@@ -25,24 +25,32 @@ from typing import Any
 from blake3 import blake3
 
 from . import _origin
-from ._bindings import MISSING, Binding, BindingKind, class_dict, is_code, lookup_mro
+from ._bindings import MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code, lookup_mro
 from ._builder import GraphBuilder
 from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
 from ._objects import (
+    TypeTable,
     c_module,
     class_id,
     code_members,
     defining_class,
+    function_module,
     function_qualname,
     is_c_callable,
     is_external_type,
     is_member_code,
+    library_wrapped,
     location,
+    module_dict,
+    module_name,
     module_of,
     object_qualname,
     safe_name,
+    type_bases,
+    type_module,
+    type_qualname,
 )
-from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, snapshot
+from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, sequence_items, snapshot
 from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
@@ -50,7 +58,7 @@ __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
 log = logging.getLogger("flydeps")
 
 Unwrapper = Callable[[object], Iterable[tuple[str, object]]]
-_UNWRAPPERS: dict[type, Unwrapper] = {}
+_UNWRAPPERS = TypeTable()  # keyed by identity: a user metaclass's __eq__/__hash__ never runs
 # func -> (rewritten code now installed, original code the user wrote)
 _REWRITES: "weakref.WeakKeyDictionary[FunctionType, tuple[CodeType, CodeType]]" = weakref.WeakKeyDictionary()
 _WARNED_OVERSIZED: set[str] = set()
@@ -61,10 +69,14 @@ def register_unwrapper(type_: type, fn: Unwrapper) -> None:
     """Teach discovery to see through instances of ``type_`` (and subclasses).
 
     ``fn(obj)`` yields ``(label, value)`` pairs to walk, e.g. a JIT wrapper yields
-    ``("func", obj.func)``. Registered unwrappers replace the generic attribute walk."""
-    if not isinstance(type_, type) or not callable(fn):
+    ``("func", obj.func)``. Registered unwrappers replace the generic attribute walk.
+    A label starting with ``=`` marks a *setting* of the wrapper (a decorator argument,
+    e.g. ``("=known_block_size", (64, 1, 1))``): the settings are digested together into a
+    ``<wrapper>#settings`` node of kind OBJECT (a change is a change of that code object,
+    not data drift) and are not walked."""
+    if not is_a(type_, type) or not callable(fn):
         raise TypeError(f"register_unwrapper(type_, fn) needs a class and a callable, got {type_!r}, {fn!r}")
-    _UNWRAPPERS[type_] = fn
+    _UNWRAPPERS.add(type_, fn)
 
 
 def note_code_rewrite(func: FunctionType, original_code: CodeType) -> None:
@@ -73,9 +85,14 @@ def note_code_rewrite(func: FunctionType, original_code: CodeType) -> None:
     The function then digests as the original (what the user wrote) while the rewritten
     code's references are walked too; swapping the original for the rewrite is not a
     user change."""
-    if not isinstance(func, FunctionType) or not isinstance(original_code, CodeType):
+    if type(func) is not FunctionType or type(original_code) is not CodeType:
         raise TypeError("note_code_rewrite(func, original_code) needs a Python function and a code object")
     _REWRITES[func] = (func.__code__, original_code)
+
+
+def _is_unwrapped(value: object) -> bool:
+    """True for an instance of a type with a registered unwrapper (read without user code)."""
+    return bool(_UNWRAPPERS) and _UNWRAPPERS.along_mro(type(value)) is not None
 
 
 @dataclass(frozen=True)
@@ -96,9 +113,12 @@ def discover(obj: object, *, owner: type | None = None) -> DepGraph:
     return discover_roots([(obj, owner, "root")]).graph
 
 
-def discover_roots(roots: Sequence[tuple[object, type | None, str]]) -> Discovery:
-    """Discover several roots at once: ``(object, owner, hint id for non-code roots)``."""
-    walker = _Walker()
+def discover_roots(roots: Sequence[tuple[object, type | None, str]], *, positions: bool = False) -> Discovery:
+    """Discover several roots at once: ``(object, owner, hint id for non-code roots)``.
+
+    ``positions=True`` digests functions with their source locations (file name, lines,
+    columns: :func:`flydeps._bytecode.code_digest`), for builds whose product embeds them."""
+    walker = _Walker(positions)
     ids = tuple(dict.fromkeys(walker.visit(obj, owner, hint) for obj, owner, hint in roots))
     walker.run()
     return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables))
@@ -111,8 +131,9 @@ def _digest(*parts: str) -> str:
 class _Walker(GraphBuilder):
     """Builds nodes immediately and expands them from a work list."""
 
-    def __init__(self) -> None:
+    def __init__(self, positions: bool = False) -> None:
         super().__init__()
+        self.positions = positions  # digest source locations too (debug info in the product)
         self.bindings: list[Binding] = []
         self.mutables: list[tuple[str, MutableWatch]] = []
         self.memo: dict[tuple[int, ...] | tuple[int, int, str], str] = {}
@@ -142,14 +163,16 @@ class _Walker(GraphBuilder):
             if holder is None or holder[0] is obj:
                 self.claims[nid] = (obj, code)
                 return nid
-            if holder[1] is code and (isinstance(holder[0], CodeType) or isinstance(obj, CodeType)):
-                if isinstance(holder[0], CodeType):  # the live function takes over its placeholder
+            if holder[1] is code and (type(holder[0]) is CodeType or type(obj) is CodeType):
+                if type(holder[0]) is CodeType:  # the live function takes over its placeholder
                     self.claims[nid] = (obj, code)
                 return nid
             n += 1
 
     def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
-        code = kind is BindingKind.ATTR or is_code(expected)
+        # An object discovery sees through (a JIT or kernel wrapper) is code too: rebinding
+        # a kernel global to a new kernel is a code change, never data drift.
+        code = kind is BindingKind.ATTR or is_code(expected) or _is_unwrapped(expected)
         self.bindings.append(Binding(kind, container, key, expected, node, label, code))
 
     # -- dispatch --------------------------------------------------------------------
@@ -167,70 +190,83 @@ class _Walker(GraphBuilder):
         return nid
 
     def _visit(self, obj: object, owner: type | None, hint: str) -> str:
-        unwrap = _find_unwrapper(type(obj))
+        # Dispatch on type(obj) only (see flydeps._objects): isinstance would ask a hostile
+        # object's __class__, and attributes are read through the base types' descriptors.
+        unwrap = _UNWRAPPERS.along_mro(type(obj)) if _UNWRAPPERS else None
         if unwrap is not None:
             return self._visit_object(obj, hint, list(unwrap(obj)), stateful=False, owner=owner)
-        if isinstance(obj, FunctionType):
-            return self._visit_function(obj, owner)
-        if isinstance(obj, MethodType):
-            bound = obj.__self__
-            return self.visit(obj.__func__, bound if isinstance(bound, type) else type(bound), hint)
-        if isinstance(obj, (staticmethod, classmethod)):
-            return self.visit(obj.__func__, owner, hint)
-        if isinstance(obj, property):
-            parts = [(n, f) for n, f in (("fget", obj.fget), ("fset", obj.fset), ("fdel", obj.fdel)) if f]
+        t = type(obj)
+        if t is FunctionType:
+            return self._visit_function(obj, owner, hint)  # type: ignore[arg-type]
+        if t is MethodType:
+            bound = obj.__self__  # type: ignore[attr-defined]
+            return self.visit(obj.__func__, bound if is_a(bound, type) else type(bound), hint)  # type: ignore[attr-defined]
+        if is_a(obj, (staticmethod, classmethod)):
+            base = staticmethod if is_a(obj, staticmethod) else classmethod
+            return self.visit(base.__dict__["__func__"].__get__(obj), owner, hint)
+        if is_a(obj, property):
+            parts = [(n, f) for n in ("fget", "fset", "fdel") if (f := property.__dict__[n].__get__(obj)) is not None]
             return self._visit_object(obj, hint, parts, stateful=False)
-        if isinstance(obj, functools.partial):
-            parts = [("func", obj.func), *((f"arg{i}", a) for i, a in enumerate(obj.args)), *obj.keywords.items()]
-            return self._visit_object(obj, hint, parts, stateful=False)
-        if isinstance(obj, type):
-            return self._visit_class(obj)
-        if isinstance(obj, ModuleType):
-            return self._visit_module(obj)
-        if isinstance(obj, CodeType):
-            return self._visit_code_only(obj, {}, "?", owner, f"?:{qualname_of(obj)}")
+        if is_a(obj, functools.partial):
+            return self._visit_object(obj, hint, _partial_parts(obj), stateful=False)  # type: ignore[arg-type]
+        if is_a(obj, type):
+            return self._visit_class(obj)  # type: ignore[arg-type]
+        if is_a(obj, ModuleType):
+            return self._visit_module(obj)  # type: ignore[arg-type]
+        if t is CodeType:
+            return self._visit_code_only(obj, {}, "?", owner, f"?:{qualname_of(obj)}")  # type: ignore[arg-type]
         if callable(obj) and is_c_callable(obj):
             return self.external(f"{c_module(obj)}.{object_qualname(obj)}")
         return self._visit_value(obj, hint)
 
     # -- functions -------------------------------------------------------------------
-    def _visit_function(self, fn: FunctionType, owner: type | None) -> str:
-        code = fn.__code__
+    def _visit_function(self, fn: FunctionType, owner: type | None, hint: str) -> str:
+        # Read once: the node's digest and the guard's bindings must describe the same
+        # code, defaults and keyword defaults even if another thread swaps them meanwhile.
+        attrs = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+        code = attrs[0]
         rewrite = _REWRITES.get(fn)
         digest_code = rewrite[1] if rewrite is not None and rewrite[0] is code else code
         # Identity comes from where the code was defined: functools.wraps copies
         # __module__/__qualname__ onto wrappers, the globals and the code keep the truth.
-        module = fn.__globals__.get("__name__", None) if isinstance(fn.__globals__, dict) else None
-        module = module if isinstance(module, str) else module_of(fn)
+        module = function_module(fn)
         if _origin.is_external_module(module):
+            wrapped = library_wrapped(fn)
+            if wrapped is not MISSING:
+                return self._visit_library_wrapper(fn, wrapped, owner, hint)
             return self.external(f"{module}.{fn.__qualname__}")
         qualname = function_qualname(fn, digest_code)
         defining = defining_class(fn, qualname)
-        owner_id = node_id(module_of(owner), owner.__qualname__) if owner is not None else None
-        defining_id = node_id(module_of(defining), defining.__qualname__) if defining is not None else None
+        owner_id = node_id(module_of(owner), type_qualname(owner)) if owner is not None else None
+        defining_id = node_id(module_of(defining), type_qualname(defining)) if defining is not None else None
         nid = self._claim(node_id(module, qualname, owner_id if owner_id != defining_id else None), fn, digest_code)
         kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
-        node = Node(nid, kind, code_digest(digest_code), location=location(digest_code))
+        node = Node(nid, kind, code_digest(digest_code, positions=self.positions), location=location(digest_code))
         # A nested function first seen as a code constant of its factory is upgraded here:
         # the live function (its code, closure, defaults) is what runs.
         self.nodes[nid] = node
         if nid not in self.live:
             self.live.add(nid)
-            self.work.append(lambda: self._expand_function(fn, nid, owner or defining, digest_code))
+            scope = owner if owner is not None else defining
+            self.work.append(lambda: self._expand_function(fn, nid, scope, digest_code, attrs))
         return nid
 
-    def _expand_function(self, fn: FunctionType, nid: str, owner: type | None, digest_code: CodeType) -> None:
-        for attr in _FUNC_ATTRS:
-            self.bind(BindingKind.ATTR, fn, attr, getattr(fn, attr), nid, f"{nid}.{attr}")
-        code = fn.__code__
-        names = code.co_varnames[code.co_argcount - len(fn.__defaults__ or ()) : code.co_argcount]
-        for name, value in zip(names, fn.__defaults__ or ()):
+    def _expand_function(
+        self, fn: FunctionType, nid: str, owner: type | None, digest_code: CodeType, attrs: tuple
+    ) -> None:
+        for attr, value in zip(_FUNC_ATTRS, attrs):
+            self.bind(BindingKind.ATTR, fn, attr, value, nid, f"{nid}.{attr}")
+        code, defaults, kwdefaults = attrs
+        defaults = sequence_items(defaults) if is_a(defaults, tuple) else []
+        names = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+        for name, value in zip(names, defaults):
             self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
-        for name, value in (fn.__kwdefaults__ or {}).items():
-            self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
+        for name, value in dict_items(kwdefaults) if is_a(kwdefaults, dict) else ():
+            self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, _key_label(name))
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             self._expand_cell(nid, name, cell)
-        wrapped = fn.__dict__.get("__wrapped__", MISSING)
+        self._resolve_free_chains(code, nid, fn.__closure__ or ())
+        wrapped = dict.get(fn.__dict__, "__wrapped__", MISSING)
         if wrapped is not MISSING:
             self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
         # Annotations are evaluated by the defining code, not the function's own: a kernel whose
@@ -239,12 +275,40 @@ class _Walker(GraphBuilder):
         # calls. Not watched for in-place edits: nobody mutates __annotations__, and a watch
         # would put a per-call check on every annotated kernel (and keep it off the C path).
         annotations = fn.__annotations__
-        if annotations:
+        if is_a(annotations, dict) and dict.__len__(annotations):
             hint = f"{nid}#annotations"
             self.add(hint, NodeKind.GLOBAL, snapshot(annotations).digest, detail="<annotations>")
             self.edge(nid, hint, EdgeKind.ANNOTATION, "__annotations__")
-        self._walk_code(code, nid, fn.__globals__, owner)
+        # A rewrite (FlyDSL's AST transform) is walked for what it references, its nested
+        # functions inline: their names are generated (``__then_3``: a per-process counter)
+        # and their content is derived from digest_code, which is what the node digests.
+        self._walk_code(code, nid, fn.__globals__, owner, inline_nested=code is not digest_code)
         self._walk_code(digest_code, nid, fn.__globals__, owner)
+
+    def _visit_library_wrapper(self, fn: FunctionType, wrapped: object, owner: type | None, hint: str) -> str:
+        """A library wrapper (``functools.wraps``-style, e.g. FlyDSL's ``dsl_loc_tracing``)
+        around a user function: the name resolves to the user function's node, which is
+        walked (code, defaults, closure, callees); the wrapper stays a library leaf,
+        reached from it by a ``@<wrapper>`` edge. The wrapper's ``__wrapped__`` and the
+        closure cells that hold the wrapped function are bound, so rebinding them is a
+        change. Its other cells are the library's own state (a cache, counters) and are
+        part of the leaf."""
+        nid = self.visit(wrapped, owner, hint)
+        code = fn.__code__  # 3.10 has no co_qualname: the wrapper's own code name then
+        leaf = f"{function_module(fn)}.{getattr(code, 'co_qualname', f'<wrapper {code.co_name}>')}"
+        self.edge(nid, self.external(leaf), EdgeKind.DECORATES, f"@{leaf}")
+        inner = dict.get(fn.__dict__, "__wrapped__", MISSING)
+        self.bind(BindingKind.DICT, fn.__dict__, "__wrapped__", inner, nid, f"{nid}.<wrapper>.__wrapped__")
+        if inner is not MISSING and inner is not wrapped:  # a stack of library wrappers
+            self.visit(inner, owner, f"{nid}@wrapper")
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if value is inner or value is wrapped:
+                self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<wrapper closure {name}>")
+        return nid
 
     def _expand_cell(self, nid: str, name: str, cell: object) -> None:
         try:
@@ -256,6 +320,20 @@ class _Walker(GraphBuilder):
         self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<closure {name}>")
         self.edge(nid, self.visit(value, None, f"{nid}#closure.{name}"), EdgeKind.CLOSURE, name)
 
+    def _resolve_free_chains(self, code: CodeType, nid: str, closure: tuple) -> None:
+        """``mod.helper`` where ``mod`` is a closure variable holding a module or a user class
+        resolves like a global's chain: the attribute read is bound and walked."""
+        cells = dict(zip(code.co_freevars, closure))
+        for ref in code_refs(code):
+            if ref.scope != "free" or not ref.attrs or ref.name in ("self", "cls") or ref.name not in cells:
+                continue
+            try:
+                value = cells[ref.name].cell_contents
+            except ValueError:
+                continue
+            if is_a(value, ModuleType) or (is_a(value, type) and not is_external_type(value)):
+                self._follow_chain(nid, value, {}, ref.name, ref.attrs, ref.name)
+
     def _visit_code_only(self, code: CodeType, globals_: dict, module: str, owner: type | None, parent: str) -> str:
         if hasattr(code, "co_qualname"):
             qualname = code.co_qualname
@@ -264,11 +342,13 @@ class _Walker(GraphBuilder):
         owner_suffix = parent.partition("@")[2]  # a function nested in a method keeps its owner
         nid = f"{node_id(module, qualname)}@{owner_suffix}" if owner_suffix else node_id(module, qualname)
         nid = self._claim(nid, code, code)
-        if self.add(nid, NodeKind.FUNCTION, code_digest(code), location=location(code)):
+        if self.add(nid, NodeKind.FUNCTION, code_digest(code, positions=self.positions), location=location(code)):
             self.work.append(lambda: self._walk_code(code, nid, globals_, owner))
         return nid
 
-    def _walk_code(self, code: CodeType, nid: str, globals_: dict, owner: type | None) -> None:
+    def _walk_code(
+        self, code: CodeType, nid: str, globals_: dict, owner: type | None, *, inline_nested: bool = False
+    ) -> None:
         if (nid, id(code)) in self.walked:
             return
         self.walked.add((nid, id(code)))
@@ -284,17 +364,21 @@ class _Walker(GraphBuilder):
                 self._resolve_self(ref, nid, owner)
             elif ref.scope == "import":
                 self._resolve_import(ref, nid, globals_)
-        module = globals_.get("__name__", "?") if isinstance(globals_, dict) else "?"
+        module = dict.get(globals_, "__name__", "?") if is_a(globals_, dict) else "?"
+        module = module if type(module) is str else "?"
         for nested in nested_codes(code):
-            if is_function_code(nested):
+            if is_function_code(nested) and inline_nested:
+                self._walk_code(nested, nid, globals_, owner, inline_nested=True)
+            elif is_function_code(nested):
                 child = self._visit_code_only(nested, globals_, module, owner, nid)
                 self.edge(nid, child, EdgeKind.NESTED, nested.co_name)
 
     # -- name resolution -------------------------------------------------------------
     def _resolve_global(self, ref: NameRef, nid: str, globals_: dict) -> None:
         name = ref.name
-        value = globals_.get(name, MISSING)
-        module = globals_.get("__name__", "?")
+        value = dict.get(globals_, name, MISSING)
+        module = dict.get(globals_, "__name__", "?")
+        module = module if type(module) is str else "?"
         self.bind(BindingKind.DICT, globals_, name, value, nid, f"{module}.{name}")
         if name in _MODULE_PLUMBING and value is not MISSING:
             target = f"{module}:{name}"
@@ -304,9 +388,9 @@ class _Walker(GraphBuilder):
             return
         home, key = globals_, name
         if value is MISSING:
-            builtins = globals_.get("__builtins__", {})
-            builtins = builtins.__dict__ if isinstance(builtins, ModuleType) else builtins
-            value = builtins.get(name, MISSING) if isinstance(builtins, dict) else MISSING
+            builtins = dict.get(globals_, "__builtins__", {})
+            builtins = module_dict(builtins) if is_a(builtins, ModuleType) else builtins
+            value = dict.get(builtins, name, MISSING) if is_a(builtins, dict) else MISSING
             if value is MISSING:
                 self.edge(nid, self.unresolved(nid, name, "name is not defined"), EdgeKind.CALLS, name)
                 return
@@ -317,19 +401,21 @@ class _Walker(GraphBuilder):
     def _follow_chain(self, nid: str, value: object, home: dict, key: str, attrs: tuple[str, ...], label: str) -> None:
         owner: type | None = None
         for i, attr in enumerate(attrs):
-            if isinstance(value, ModuleType):
-                if _origin.is_external_module(value.__name__, value):
-                    dotted = ".".join((value.__name__, *attrs[i:]))
+            if is_a(value, ModuleType):
+                name = module_name(value)  # type: ignore[arg-type]
+                if _origin.is_external_module(name, value):  # type: ignore[arg-type]
+                    dotted = ".".join((name, *attrs[i:]))
                     self.edge(nid, self.external(dotted), EdgeKind.CALLS, ".".join((label, *attrs[i:])))
                     return
-                home, key = value.__dict__, attr
+                home, key = module_dict(value), attr  # type: ignore[arg-type]
                 nxt = home.get(attr, MISSING)
-                self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{value.__name__}.{attr}")
-            elif isinstance(value, type) and not is_external_type(value):
-                defining, nxt, looked = lookup_mro(value, attr)
+                self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{name}.{attr}")
+            elif is_a(value, type) and not is_external_type(value):  # type: ignore[arg-type]
+                cls: type = value  # type: ignore[assignment]
+                defining, nxt, looked = lookup_mro(cls, attr)
                 for namespace, seen in looked:
-                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(value)}.{attr}")
-                home, key, owner = (class_dict(defining) if defining else home), attr, value
+                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(cls)}.{attr}")
+                home, key, owner = (class_dict(defining) if defining is not None else home), attr, cls
             else:
                 break  # attribute of a value: the value's snapshot covers it
             label = f"{label}.{attr}"
@@ -337,7 +423,8 @@ class _Walker(GraphBuilder):
                 self.edge(nid, self.unresolved(nid, label, "attribute not found"), EdgeKind.CALLS, label)
                 return
             value = nxt
-        hint = f"{home.get('__name__', class_id(home))}:{key}" if isinstance(home, dict) else f"{nid}#{label}"
+        home_name = dict.get(home, "__name__", None) if is_a(home, dict) else None
+        hint = f"{home_name if type(home_name) is str else class_id(home)}:{key}"
         target = self.visit(value, owner, hint)
         calls = is_code(value) or target.startswith("external:")
         self.edge(nid, target, EdgeKind.CALLS if calls else EdgeKind.READS, label)
@@ -354,14 +441,15 @@ class _Walker(GraphBuilder):
         if defining is None:
             self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
             return
-        hint = node_id(module_of(defining), f"{defining.__qualname__}.{attr}")
+        hint = node_id(module_of(defining), f"{type_qualname(defining)}.{attr}")
         self.edge(nid, self.visit(value, owner, hint), EdgeKind.METHOD, label)
 
     def _resolve_import(self, ref: NameRef, nid: str, globals_: dict) -> None:
         name = ref.name
         if ref.level:  # ``from .mem import x`` inside a function: relative to the package
-            package = globals_.get("__package__") or globals_.get("__name__", "")
-            parts = str(package).split(".")
+            package = dict.get(globals_, "__package__")
+            package = package if type(package) is str and package else dict.get(globals_, "__name__", "")
+            parts = (package if type(package) is str else "").split(".")
             base = ".".join(parts[: len(parts) - ref.level + 1]) if ref.level <= len(parts) else ""
             name = f"{base}.{name}" if base and name else base or name
         module = sys.modules.get(name)
@@ -372,32 +460,35 @@ class _Walker(GraphBuilder):
 
     # -- classes, modules, objects, values -------------------------------------------
     def _visit_class(self, cls: type) -> str:
+        qualname = type_qualname(cls)
         if is_external_type(cls):
-            return self.external(f"{module_of(cls)}.{cls.__qualname__}")
-        nid = node_id(module_of(cls), cls.__qualname__)
+            return self.external(f"{type_module(cls)}.{qualname}")
+        nid = node_id(type_module(cls), qualname)
         namespace = class_dict(cls)
-        data = {k: v for k, v in namespace.items() if not is_member_code(v) and k not in _CLASS_NOISE}
-        digest = _digest("class", cls.__qualname__, snapshot(data).digest)
+        # One copy serves the digest and the bindings (another thread may set attributes).
+        items = [(k, v) for k, v in dict_items(namespace) if type(k) is str and k not in _CLASS_NOISE]
+        data = {k: v for k, v in items if not (is_member_code(v) or _is_unwrapped(v))}
+        digest = _digest("class", qualname, snapshot(data).digest)
         if self.add(nid, NodeKind.CLASS, digest):
-            self.work.append(lambda: self._expand_class(cls, nid, namespace))
+            self.work.append(lambda: self._expand_class(cls, nid, namespace, items))
         return nid
 
-    def _expand_class(self, cls: type, nid: str, namespace: dict) -> None:
-        for base in cls.__bases__:
+    def _expand_class(self, cls: type, nid: str, namespace: dict, items: list) -> None:
+        for base in type_bases(cls):
             if base is not object:
                 self.edge(nid, self.visit(base, None, nid), EdgeKind.CALLS, "base")
-        for key, value in namespace.items():
-            if key in _CLASS_NOISE:
-                continue
-            self.bind(BindingKind.DICT, namespace, key, value, nid, f"{cls.__qualname__}.{key}")
-            if is_member_code(value):
+        qualname = type_qualname(cls)
+        for key, value in items:
+            self.bind(BindingKind.DICT, namespace, key, value, nid, f"{qualname}.{key}")
+            if is_member_code(value) or _is_unwrapped(value):  # a jit/kernel method: its code
                 self.edge(nid, self.visit(value, cls, f"{nid}.{key}"), EdgeKind.METHOD, key)
 
     def _visit_module(self, module: ModuleType) -> str:
-        if _origin.is_external_module(module.__name__, module):
-            return self.external(module.__name__)
-        nid = f"{module.__name__}:"
-        self.add(nid, NodeKind.MODULE, _digest("module", module.__name__))
+        name = module_name(module)
+        if _origin.is_external_module(name, module):
+            return self.external(name)
+        nid = f"{name}:"
+        self.add(nid, NodeKind.MODULE, _digest("module", name))
         return nid
 
     def _visit_object(
@@ -407,13 +498,15 @@ class _Walker(GraphBuilder):
         classes); wrappers (library types, registered unwrappers, partials) digest by type
         and name only, so their internal caches filling up is not a change."""
         if owner is not None:  # a wrapper reached through self.x: what it wraps resolves on owner
-            hint = f"{hint}@{node_id(module_of(owner), owner.__qualname__)}"
+            hint = f"{hint}@{node_id(module_of(owner), type_qualname(owner))}"
         if stateful:
             snap = snapshot(obj)
             digest, detail = snap.digest, snap.summary
         else:
             snap = None
             digest, detail = _digest("wrapper", object_qualname(type(obj)), safe_name(obj)), describe(obj)
+        settings = tuple((label, value) for label, value in parts if label.startswith("="))
+        parts = [(label, value) for label, value in parts if not label.startswith("=")]
         if not self.add(hint, NodeKind.OBJECT, digest, detail=detail):
             return hint
         if snap is not None:
@@ -421,6 +514,10 @@ class _Walker(GraphBuilder):
 
         def expand() -> None:
             self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
+            if settings:  # its own node: a wrapper's id may be shared with the function it wraps
+                shown = ", ".join(f"{label[1:]}={describe(value)}" for label, value in settings)
+                self.add(f"{hint}#settings", NodeKind.OBJECT, snapshot(settings).digest, detail=shown)
+                self.edge(hint, f"{hint}#settings", EdgeKind.ATTRIBUTE, "settings")
             for label, value in parts:
                 kind = EdgeKind.DECORATES if label in ("func", "__wrapped__") else EdgeKind.ATTRIBUTE
                 self.edge(hint, self.visit(value, owner, f"{hint}.{label}"), kind, label)
@@ -430,7 +527,7 @@ class _Walker(GraphBuilder):
 
     def _visit_value(self, value: object, hint: str) -> str:
         t = type(value)
-        if t not in _CONTAINERS:
+        if t not in _CONTAINERS:  # an identity lookup: no metaclass __eq__/__hash__
             members = code_members(value)
             if is_external_type(t):
                 if members:  # a library wrapper around user code (e.g. a JIT object)
@@ -453,20 +550,21 @@ class _Walker(GraphBuilder):
             if nid not in _WARNED_OVERSIZED:
                 _WARNED_OVERSIZED.add(nid)
                 log.warning(
-                    "%s holds more than %d elements: it is fingerprinted by type and size only, and only its "
-                    "rebinding is detected, not in-place changes (raise FLYDEPS_SNAPSHOT_LIMIT to include it)",
+                    "%s holds more than %d elements (or over 1 MiB of data): it is fingerprinted by identity, "
+                    "size or a digest of its bytes; rebinding it is detected, in-place changes are not "
+                    "(raise FLYDEPS_SNAPSHOT_LIMIT to include it)",
                     nid,
                     SNAPSHOT_LIMIT,
                 )
         self.mutables.extend((nid, m) for m in snap.mutables)  # type: ignore[attr-defined]
 
     def _expand_container(self, value: Any, hint: str) -> None:
-        items = value.items() if isinstance(value, dict) else enumerate(value)  # type: ignore[attr-defined]
+        items = dict_items(value) if type(value) is dict else enumerate(sequence_items(value))
         for n, (key, item) in enumerate(items):
             if n >= SNAPSHOT_LIMIT:
                 break
-            if is_code(item) or _find_unwrapper(type(item)) is not None:
-                label = f"[{key!r}]" if type(key) in (int, str) else f"[{n}]"
+            if is_code(item) or (_UNWRAPPERS and _UNWRAPPERS.along_mro(type(item)) is not None):
+                label = f"[{key!r}]" if type(key) is int or type(key) is str else f"[{n}]"
                 self.edge(hint, self.visit(item, None, f"{hint}{label}"), EdgeKind.ATTRIBUTE, label)
 
 
@@ -487,14 +585,19 @@ _CLASS_NOISE = frozenset(
 # Module attributes that locate rather than define: keyed by the module they belong to,
 # never by the absolute path or loader object they hold.
 _MODULE_PLUMBING = frozenset({"__file__", "__cached__", "__path__", "__spec__", "__loader__", "__builtins__"})
-_CONTAINERS = (tuple, list, dict, set, frozenset)
+_CONTAINERS = TypeTable((t, True) for t in (tuple, list, dict, set, frozenset))
+_PARTIAL_FIELDS = tuple(functools.partial.__dict__[n] for n in ("func", "args", "keywords"))
 
 
-def _find_unwrapper(t: type) -> Unwrapper | None:
-    if not _UNWRAPPERS:
-        return None
-    for klass in t.__mro__:
-        fn = _UNWRAPPERS.get(klass)
-        if fn is not None:
-            return fn
-    return None
+def _partial_parts(obj: functools.partial) -> list[tuple[str, object]]:
+    """A partial's function, arguments and keywords through the base type's own member
+    descriptors (a subclass's properties or ``__getattribute__`` never run)."""
+    func, args, keywords = (field.__get__(obj) for field in _PARTIAL_FIELDS)
+    parts: list[tuple[str, object]] = [("func", func)]
+    parts += [(f"arg{i}", a) for i, a in enumerate(sequence_items(args) if is_a(args, tuple) else ())]
+    parts += [(_key_label(k), v) for k, v in (dict_items(keywords) if is_a(keywords, dict) else ())]
+    return parts
+
+
+def _key_label(key: object) -> str:
+    return key if type(key) is str else "<non-str key>"  # type: ignore[return-value]

@@ -3,13 +3,20 @@
 Contract: same call forms, ``cache_info()``, ``cache_clear()``, ``cache_parameters()``,
 ``__wrapped__`` and ``TypeError`` for unhashable arguments as ``functools.lru_cache``.
 Each entry keeps the fingerprint of the factory and of the value it returned (for a
-compile factory: the launcher and the kernels and helpers it reaches), baselined when
-the build finished. A hit costs the key lookup plus the entry's :meth:`Guard.check`.
-When the guard fails, the fingerprint is recomputed: same digest (a reload that only
-touched comments) -> the entry is re-baselined and returned; code changed -> the entry
-is dropped and rebuilt, and the reason is logged on the ``flydeps`` logger; only a data
-global changed -> ``on_drift`` decides (``rebuild``, ``raise`` GlobalDriftError,
-``warn`` and keep). Concurrent callers of one key build it once; no lock is held while
+compile factory: the launcher and the kernels and helpers it reaches). Builds follow the
+protocol of :mod:`flydeps.build`: the factory's dependencies are fingerprinted *before*
+the build runs and compared after it; an entry is kept only if nothing it read changed
+meanwhile except the build's own writes (a registry it appends to), else the result goes
+to the caller that started the build and the next call rebuilds. Environment variables
+the build read (:mod:`flydeps._environ`) are re-checked on every hit of that entry. A hit
+costs the key lookup plus the entry's :meth:`Guard.check`. When the guard fails, the
+fingerprint is recomputed and :mod:`flydeps.drift` decides: nothing that matters changed
+(a reload that only touched comments) or only data written by flydeps-managed builds (of
+any consumer in the process) -> the entry is re-baselined and returned; code changed ->
+the entry is dropped and rebuilt, and the reason is logged on the ``flydeps`` logger; a
+data value changed by someone else -> ``on_drift`` decides (``rebuild``, ``raise``
+GlobalDriftError, ``warn`` and keep). Concurrent callers of one key build it once; if that
+build raises, every caller waiting for it gets the same exception; no lock is held while
 the user's function runs.
 
 Hit path. Where the optional C extension ``flydeps._fastcache`` was built (CPython >= 3.10)
@@ -36,10 +43,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from . import _audit
-from .errors import GlobalDriftError
+from . import _audit, _environ, build
+from ._environ import EMPTY, EnvReads
+from .drift import DriftPolicy, check_policy, decide
 from .fingerprint import Fingerprint, fingerprint_roots
-from .graph import NodeKind
 
 __all__ = ["FASTCACHE", "cached_factory"]
 
@@ -53,19 +60,23 @@ FASTCACHE: bool = _fastcache is not None
 
 log = logging.getLogger("flydeps")
 F = TypeVar("F", bound=Callable[..., Any])
-_DRIFT_POLICIES = ("rebuild", "raise", "warn")
 _KWD_MARK = object()
 
 
 class _Entry(tuple):
-    """``(check, value, fingerprint, cells, expected, fast)``: a tuple so both hit paths
-    read it by index; the last three are the guard's :meth:`~flydeps.guard.Guard.fast_parts`."""
+    """``(check, value, fingerprint, cells, expected, fast, env)``: a tuple so both hit paths
+    read it by index; ``cells, expected, fast`` are the guard's
+    :meth:`~flydeps.guard.Guard.fast_parts`, ``env`` the environment reads of the build.
+    An entry whose build read the environment re-checks those reads on every hit (its
+    ``check`` does, and it is never fast)."""
 
     __slots__ = ()
 
-    def __new__(cls, value: object, fp: Fingerprint) -> "_Entry":
+    def __new__(cls, value: object, fp: Fingerprint, env: EnvReads = EMPTY) -> "_Entry":
         guard = fp.guard()
-        return tuple.__new__(cls, (guard.check, value, fp, *guard.fast_parts()))
+        cells, expected, fast = guard.fast_parts()
+        check = _env_check(guard.check, env) if env else guard.check
+        return tuple.__new__(cls, (check, value, fp, cells, expected, fast and not env, env))
 
     @property
     def value(self) -> object:
@@ -74,6 +85,22 @@ class _Entry(tuple):
     @property
     def fingerprint(self) -> Fingerprint:
         return self[2]
+
+    @property
+    def env(self) -> EnvReads:
+        return self[6]
+
+
+def _env_check(guard_check: Callable[[], bool], env: EnvReads) -> Callable[[], bool]:
+    holds = env.holds
+
+    def check() -> bool:
+        if guard_check() and holds():
+            _environ.note(env)  # a hit inside another build depends on these reads too
+            return True
+        return False
+
+    return check
 
 
 _FAST_TYPES = frozenset({int, str})
@@ -167,11 +194,11 @@ class _PyEntries:
 def cached_factory(maxsize: F, typed: bool = False) -> F: ...
 @overload
 def cached_factory(
-    maxsize: int | None = 128, typed: bool = False, *, on_drift: str = "rebuild"
+    maxsize: int | None = 128, typed: bool = False, *, on_drift: DriftPolicy = "rebuild"
 ) -> Callable[[F], F]: ...
 
 
-def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: str = "rebuild") -> Any:
+def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: DriftPolicy = "rebuild") -> Any:
     """Memoize a factory like ``functools.lru_cache``, rebuilding entries whose code changed.
 
     ``@cached_factory``, ``@cached_factory()``, ``@cached_factory(maxsize=None, typed=True)``
@@ -179,8 +206,7 @@ def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: str = "
     data-valued global read by the build changed: ``"rebuild"`` (default), ``"raise"``
     (:class:`~flydeps.errors.GlobalDriftError`) or ``"warn"`` (log and keep the entry).
     """
-    if on_drift not in _DRIFT_POLICIES:
-        raise ValueError(f"cached_factory(on_drift={on_drift!r}): choose one of {', '.join(_DRIFT_POLICIES)}")
+    on_drift = check_policy(on_drift, "cached_factory")
     if isinstance(maxsize, int) and not isinstance(maxsize, bool):
         maxsize = max(maxsize, 0)
     elif callable(maxsize) and isinstance(typed, bool):
@@ -199,16 +225,18 @@ class _FactoryCache:
     """State of one decorated factory; ``wrapper`` is the object users call: the C
     ``FastCache`` (which is also ``entries``) or a Python closure over ``_PyEntries``."""
 
-    def __init__(self, func: Callable[..., Any], maxsize: int | None, typed: bool, on_drift: str) -> None:
+    def __init__(self, func: Callable[..., Any], maxsize: int | None, typed: bool, on_drift: DriftPolicy) -> None:
         self.func, self.maxsize, self.typed, self.on_drift = func, maxsize, typed, on_drift
         self.name = getattr(func, "__qualname__", repr(func))
         self.root_id = f"{getattr(func, '__module__', '?')}:{self.name}"
         self.make_key = _typed_key if typed else _plain_key
         self.lock = threading.RLock()
-        self.pending: dict[object, tuple[threading.Event, int]] = {}
+        self.pending: dict[object, _Pending] = {}
         wrapper: Any
         if _use_fastcache():
-            wrapper = self.entries = _fastcache.FastCache(maxsize, typed, self._slow, _audit._GEN, _KWD_MARK)
+            wrapper = self.entries = _fastcache.FastCache(
+                maxsize, typed, self._slow, _audit._GEN, _KWD_MARK, _audit._PENDING
+            )
         else:
             self.entries = _PyEntries(maxsize)
             wrapper = self._make_wrapper(self.entries)
@@ -292,44 +320,24 @@ class _FactoryCache:
         return self._build(key, args, kwds)
 
     def _revalidate(self, key: object, entry: _Entry) -> bool:
-        """The guard failed: keep the entry if nothing that matters changed."""
-        fresh = entry.fingerprint.refresh()
-        if fresh.digest == entry.fingerprint.digest:
-            self._rebaseline(key, entry, fresh)
+        """The guard failed: keep the entry if nothing that matters changed (:mod:`.drift`)."""
+        if entry.env and not entry.env.holds():
+            changed = ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in entry.env.changes())
+            log.info("rebuilt %s: environment variables it read changed (%s)", self.name, changed)
+            with self.lock:
+                self.entries.discard(key, entry)
+            return False
+        fresh = build.stable(entry.fingerprint.refresh)
+        judgement = build.judge(entry.fingerprint, fresh)
+        if decide(judgement, self.on_drift, self.name):
+            replacement = _Entry(entry.value, fresh, entry.env)
+            with self.lock:
+                self.entries.replace(key, entry, replacement)
             return True
-        diffs = fresh.diff(entry.fingerprint)
-        data_only = bool(diffs) and all(d.kind is NodeKind.GLOBAL and d.status != "rebound" for d in diffs)
-        reasons = "; ".join(str(d) for d in diffs) or "the dependency structure changed"
-        if data_only and self.on_drift == "raise":
-            first = diffs[0]
-            module, _, name = first.node.rpartition(":")
-            raise GlobalDriftError(module, name, first.old, first.new, consumer=self.name)
-        if data_only and self.on_drift == "warn":
-            log.warning("%s: kept a build made with old values (on_drift='warn'): %s", self.name, reasons)
-            self._rebaseline(key, entry, fresh)
-            return True
-        log.info("rebuilt %s: %s", self.name, reasons)
+        log.info("rebuilt %s: %s", self.name, judgement.reasons())
         with self.lock:
             self.entries.discard(key, entry)
         return False
-
-    def _rebaseline(self, key: object, entry: _Entry, fresh: Fingerprint) -> None:
-        replacement = _Entry(entry.value, fresh)
-        with self.lock:
-            self.entries.replace(key, entry, replacement)
-
-    def _adopt_build_writes(self, valid_before: list[tuple[object, _Entry]]) -> None:
-        """Values are baselined when a build finishes: data that this build wrote (a
-        registry or build log the factory appends to) must not make the other entries
-        stale. Entries valid before the build whose guards now fail on data only are
-        re-baselined; a code change is never adopted."""
-        for key, entry in valid_before:
-            if entry[0]():
-                continue
-            fresh = entry.fingerprint.refresh()
-            diffs = fresh.diff(entry.fingerprint)
-            if all(d.kind is NodeKind.GLOBAL and d.status != "rebound" for d in diffs):
-                self._rebaseline(key, entry, fresh)
 
     def _build(self, key: object, args: tuple, kwds: dict) -> Any:
         me = threading.get_ident()
@@ -341,24 +349,53 @@ class _FactoryCache:
                     self.entries.touch(key)
                     return entry.value
                 waiting = self.pending.get(key)
-                if waiting is None or waiting[1] == me:  # nobody building, or a recursive call
-                    event = threading.Event()
-                    self.pending[key] = (event, me)
+                if waiting is None or waiting.owner == me:  # nobody building, or a recursive call
+                    mine = self.pending[key] = _Pending(me)
+                    self.entries.add_miss()
                     break
-            waiting[0].wait()
+            waiting.done.wait()
+            if waiting.error is not None:  # the build this caller waited for failed: so does it
+                raise waiting.error
         try:
-            with self.lock:
-                self.entries.add_miss()
-                valid_before = [(k, e) for k, e in self.entries.items() if k != key and e[0]()]
-            value = self.func(*args, **kwds)
-            fp = fingerprint_roots(((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
-            entry = _Entry(value, fp)
-            with self.lock:
-                self.entries.store(key, entry)  # most recently used; evicts beyond maxsize
-            self._adopt_build_writes(valid_before)
-            return value
+            value = self._run(key, args, kwds)
+        except Exception as exc:  # not KeyboardInterrupt & co: those concern this thread only
+            mine.error = exc
+            raise
         finally:
             with self.lock:
-                if self.pending.get(key, (None, 0))[0] is event:
+                if self.pending.get(key) is mine:
                     del self.pending[key]
-            event.set()
+            mine.done.set()
+        return value
+
+    def _run(self, key: object, args: tuple, kwds: dict) -> Any:
+        """One build under the protocol of :mod:`flydeps.build`: the entry is kept only when
+        nothing the build read changed while it ran, except its own writes."""
+        start = build.begin_roots(((self.func, None, self.root_id),))
+        with _environ.recording() as env:
+            value = self.func(*args, **kwds)
+        build.finish(start)
+        fp = build.stable(fingerprint_roots, ((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
+        judgement = build.judge(start.fingerprint, fp, subset=True)
+        if judgement.verdict is build.Verdict.SAME or judgement.verdict is build.Verdict.ADOPT:
+            entry = _Entry(value, fp, env.reads())
+            with self.lock:
+                self.entries.store(key, entry)  # most recently used; evicts beyond maxsize
+        else:
+            log.info(
+                "%s: not kept, what it read changed while it ran (%s); the next call rebuilds",
+                self.name,
+                judgement.reasons(),
+            )
+        return value
+
+
+class _Pending:
+    """A build in progress: its thread, an event set when it ends, and its failure if any."""
+
+    __slots__ = ("done", "error", "owner")
+
+    def __init__(self, owner: int) -> None:
+        self.owner = owner
+        self.done = threading.Event()
+        self.error: BaseException | None = None

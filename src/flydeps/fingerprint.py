@@ -135,6 +135,7 @@ class Fingerprint:
     node_digests: Mapping[str, str] = field(repr=False)
     _discovery: Discovery | None = field(default=None, repr=False, compare=False)
     _roots: tuple[tuple[object, type | None, str], ...] = field(default=(), repr=False, compare=False)
+    positions: bool = field(default=False, repr=False, compare=False)  # source locations digested
 
     def guard(self) -> "Guard":
         """A guard over the live bindings this fingerprint was computed from."""
@@ -148,7 +149,7 @@ class Fingerprint:
         """Recompute from the same live roots (what they reach *now*)."""
         if not self._roots:
             raise DiscoveryError("this fingerprint has no live roots to recompute from")
-        return fingerprint_roots(self._roots)
+        return fingerprint_roots(self._roots, positions=self.positions)
 
     def diff(self, other: "Fingerprint") -> tuple[NodeDiff, ...]:
         """Nodes whose own digest differs, ``self`` being the newer state."""
@@ -183,17 +184,22 @@ def _rebound_edges(new: DepGraph, old: DepGraph) -> list[NodeDiff]:
     return out
 
 
-def fingerprint(obj: object, *, owner: type | None = None) -> Fingerprint:
-    """Fingerprint ``obj``: discover what it depends on and digest it (see :func:`discover`)."""
+def fingerprint(obj: object, *, owner: type | None = None, positions: bool = False) -> Fingerprint:
+    """Fingerprint ``obj``: discover what it depends on and digest it (see :func:`discover`).
+
+    ``positions=True``: function digests include their source locations (file name as
+    given, lines, columns), for products that embed them, e.g. FlyDSL with
+    ``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``; moving code then changes the fingerprint."""
     if obj is None:
         raise DiscoveryError("cannot fingerprint None: pass the function, method, class or callable to analyse")
-    return fingerprint_roots(((obj, owner, "root"),))
+    return fingerprint_roots(((obj, owner, "root"),), positions=positions)
 
 
-def fingerprint_roots(roots: Sequence[tuple[object, type | None, str]]) -> Fingerprint:
-    """Fingerprint several live roots together: ``(object, owner, hint id)`` each."""
+def fingerprint_roots(roots: Sequence[tuple[object, type | None, str]], *, positions: bool = False) -> Fingerprint:
+    """Fingerprint several live roots together: ``(object, owner, hint id)`` each
+    (``positions``: see :func:`fingerprint`)."""
     roots = tuple(roots)
-    found = discover_roots(roots)
+    found = discover_roots(roots, positions=positions)
     digests = transitive_digests(found.graph)
     digest = _h("roots", *(digests[r] for r in found.graph.roots))
-    return Fingerprint(digest, found.graph, digests, found, roots)
+    return Fingerprint(digest, found.graph, digests, found, roots, positions)

@@ -9,9 +9,13 @@ only: no digest, no snapshot, no user code. ``check()`` is what runs on every wa
   on CPython >= 3.12 with dict watchers, one ``version()`` comparison replaces them all;
 * function ``__code__``/``__defaults__``/``__kwdefaults__``: a process-wide generation
   bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
-  re-read at all;
+  re-read at all (a generation is remembered as validated only when every store the hook
+  announced was visible before the re-read: the hook runs before CPython stores);
 * closure cells and mutable containers within the snapshot bound: identity checks of
   their items (no watcher exists for them).
+
+A container resized by another thread while ``check()`` reads it makes it answer False
+(the consumer re-fingerprints), never raise.
 
 ``check()`` may answer False for a change that turns out not to matter (a reload that
 only edited comments rebinds every function): consumers then recompute the fingerprint
@@ -36,6 +40,13 @@ __all__ = ["Change", "ChangeKind", "Guard"]
 # Values whose == is identity or a C-level comparison that never runs user code.
 # Numbers are left out: 1 == True == 1.0 would hide a rebinding that changes the value's type.
 _SAFE_EQ = (FunctionType, MethodType, ModuleType, type(len), str, bytes)
+
+
+def _safe_eq(value: object) -> bool:
+    """``type(value)`` is exactly one of ``_SAFE_EQ`` (compared by identity: ``isinstance``
+    would ask a hostile ``__class__``, and a subclass may override ``__eq__``)."""
+    t = type(value)
+    return any(t is safe for safe in _SAFE_EQ)
 
 
 class ChangeKind(str, enum.Enum):
@@ -101,9 +112,10 @@ class Guard:
         """Every binding that no longer holds, and every mutable value changed in place."""
         out = [_describe_change(b) for b in self._bindings if not b.holds()]
         for nid, watch in self._mutables:
-            if not watch.unchanged():
+            if not _unchanged(watch):
                 label = nid.rpartition(":")
-                out.append(Change(nid, ChangeKind.VALUE, label[0], label[2], "", "", True))
+                now = describe(watch.container)
+                out.append(Change(nid, ChangeKind.VALUE, label[0], label[2], "<as baselined>", now, True))
         return tuple(out)
 
     def __len__(self) -> int:
@@ -123,6 +135,7 @@ def _compile_check(
     env: dict[str, object] = {
         "version": _watch.version,
         "gen": _audit._GEN,
+        "settled_stores": _audit.settled,
         "state": state,
         "functions": _function_check(funcs),
         "mutables": tuple(w for _, w in mutables),
@@ -139,9 +152,11 @@ def _compile_check(
             lines += [
                 "        g = gen[0]",
                 "        if g != state[1]:",
+                "            settled = settled_stores()  # before the re-read: see flydeps._audit",
                 "            if not functions():",
                 "                return False",
-                "            state[1] = g",
+                "            if settled:",
+                "                state[1] = g",
             ]
         else:
             lines += ["        if not functions():", "            return False"]
@@ -152,7 +167,12 @@ def _compile_check(
     if mutables:
         terms.append("all([w.unchanged() for w in mutables])")
     lines.append(f"        return {' and '.join(terms) or 'True'}")
-    lines += ["    except (KeyError, ValueError):  # a name was deleted, a cell emptied", "        return False"]
+    lines += [
+        "    except (KeyError, ValueError):  # a name was deleted, a cell emptied",
+        "        return False",
+        "    except RuntimeError:  # a watched container resized by another thread while read",
+        "        return False",
+    ]
     namespace: dict[str, object] = {}
     exec(compile("\n".join(lines), "<flydeps guard>", "exec"), env, namespace)  # noqa: S102 - generated from ids only
     return namespace["check"]  # type: ignore[return-value]
@@ -183,7 +203,7 @@ def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> lis
         env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
         lines += [f"        if ig{n}(gns{n}) != gex{n}:", "            return False"]
     for n, b in enumerate(bindings):
-        if id(b.container) in grouped and b.expected is not MISSING and isinstance(b.expected, _SAFE_EQ):
+        if id(b.container) in grouped and b.expected is not MISSING and _safe_eq(b.expected):
             continue
         env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
         if b.expected is MISSING:
@@ -219,7 +239,7 @@ def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[itemgetter, di
     """One ``itemgetter`` per namespace over its names bound to safely comparable values."""
     by_dict: dict[int, tuple[dict, list[Binding]]] = {}
     for b in bindings:
-        if b.expected is not MISSING and isinstance(b.expected, _SAFE_EQ):
+        if b.expected is not MISSING and _safe_eq(b.expected):
             by_dict.setdefault(id(b.container), (b.container, []))[1].append(b)  # type: ignore[arg-type]
     groups = []
     for namespace, items in by_dict.values():
@@ -238,6 +258,13 @@ def _watch_all(namespaced: Sequence[Binding]) -> bool:
     for namespace in {id(b.container): b.container for b in namespaced}.values():
         _watch.watch_dict(namespace)  # type: ignore[arg-type]
     return _watch.AVAILABLE
+
+
+def _unchanged(watch: MutableWatch) -> bool:
+    try:
+        return watch.unchanged()
+    except RuntimeError:  # resized by another thread while read: it changed
+        return False
 
 
 def _describe_change(b: Binding) -> Change:

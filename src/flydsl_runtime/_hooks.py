@@ -4,12 +4,28 @@ Contract
 --------
 * Unwrappers: discovery sees through ``JitFunction`` (to ``.func``), ``KernelFunction`` (to
   ``._func``) and our :class:`~flydsl_runtime.jit.Launcher` (to its ``JitFunction``), so a
-  ``cached_factory`` or a launcher's fingerprint reaches the kernels' helpers.
+  ``cached_factory`` or a launcher's fingerprint reaches the kernels' helpers. Each also
+  yields, as *settings* (``=`` labels, digested into a ``<kernel>#settings`` code node, see
+  :func:`flydeps.register_unwrapper`), what of the object itself reaches the IR (read in FlyDSL 0.5's
+  ``kernel_function.py`` / ``jit_function.py``): a kernel's ``name=`` and
+  ``known_block_size=`` decorator arguments and its function's ``__name__`` (the
+  ``gpu.func`` symbol when no name is given), a launcher function's ``__name__`` (the host
+  ``func.func`` symbol). A decorator argument edited and reloaded is then a new digest. The
+  launcher's compile hints are keyed by the launcher itself, not here.
+* Trace env reads: ``JitFunction._trace`` runs inside :func:`flydeps._environ.recording`;
+  the reads of the last trace of the thread are taken by :func:`take_trace_env_reads`
+  (the launcher's :class:`~flydsl_runtime.jit.Entry` does, when it is made right after the
+  trace). The backends' ``detect_target`` and ``compile_backend_name`` run
+  :func:`~flydeps._environ.paused`: their result, the resolved target, is keyed by the
+  launcher (:mod:`flydsl_runtime.target`), so ``ARCH=gfx942`` and detection of gfx942 still
+  share entries, while the same variables read by anything else during the trace (FlyDSL's
+  ``get_rocm_arch()`` in ``s_waitcnt`` / buffer ops, a kernel's ``os.environ.get``) are
+  recorded.
 * AST rewrites: FlyDSL's ``ASTRewriter.transform`` re-parses a decorated function and replaces
   its ``__code__`` in place (or returns a rebuilt function). The patched ``transform`` reports
   each rewrite with ``flydeps.note_code_rewrite(func, original_code)`` so the function digests
   as the source the user wrote, and installing the rewrite is not mistaken for a user change.
-  The wrapper only observes: it calls FlyDSL's own transform and returns its result.
+  Every wrapper here only observes: it calls FlyDSL's own function and returns its result.
 
 :func:`ensure_hooks` is idempotent; it never changes what FlyDSL compiles.
 """
@@ -17,26 +33,88 @@ Contract
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable
 from types import FunctionType
+from typing import Any
 
+from flydsl.compiler import backends
 from flydsl.compiler.ast_rewriter import ASTRewriter
 from flydsl.compiler.jit_function import JitFunction
 from flydsl.compiler.kernel_function import KernelFunction
 
 from flydeps import note_code_rewrite, register_unwrapper
+from flydeps._environ import EMPTY, EnvReads, paused, recording
 
-__all__ = ["ensure_hooks"]
+__all__ = ["ensure_hooks", "take_trace_env_reads"]
 
 _installed = False
+_last_trace = threading.local()
+
+
+def _name_of(func: object) -> object:
+    return func.__name__ if isinstance(func, FunctionType) else None
+
+
+# "=" labels are settings of the wrapper (see flydeps.register_unwrapper): digested into the
+# kernel's or launcher's own node, so editing one is a code change, not data drift.
 
 
 def _unwrap_jit(obj: JitFunction) -> Iterable[tuple[str, object]]:
-    return (("func", obj.func),)
+    return (("func", obj.func), ("=symbol", _name_of(obj.func)))
 
 
 def _unwrap_kernel(obj: KernelFunction) -> Iterable[tuple[str, object]]:
-    return (("func", obj._func),)
+    func = obj._func
+    block = getattr(obj, "_known_block_size", None)
+    return (
+        ("func", func),
+        ("=name", getattr(obj, "_name", None)),
+        ("=known_block_size", tuple(block) if block is not None else None),
+        ("=symbol", _name_of(func)),
+    )
+
+
+def take_trace_env_reads() -> EnvReads:
+    """The environment reads of the last FlyDSL trace this thread ran (then forgotten)."""
+    reads = getattr(_last_trace, "reads", EMPTY)
+    _last_trace.reads = EMPTY
+    return reads
+
+
+def _recording_trace(trace: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(trace)
+    def trace_and_record(self: JitFunction, *args: Any, **kwargs: Any) -> Any:
+        _last_trace.reads = EMPTY
+        with recording() as rec:
+            result = trace(self, *args, **kwargs)
+        _last_trace.reads = rec.reads()
+        return result
+
+    trace_and_record.__flydeps_original__ = trace  # type: ignore[attr-defined]
+    return trace_and_record
+
+
+def _pausing(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def unrecorded(*args: Any, **kwargs: Any) -> Any:
+        with paused():
+            return fn(*args, **kwargs)
+
+    unrecorded.__flydeps_original__ = fn  # type: ignore[attr-defined]
+    return unrecorded
+
+
+def _pause_target_resolution() -> None:
+    """FlyDSL resolves the target in ``<Backend>.detect_target()`` (a staticmethod) after
+    ``compile_backend_name()``; both are looked up at call time, so wrapping them here is seen
+    by every caller."""
+    if not hasattr(backends.compile_backend_name, "__flydeps_original__"):
+        backends.compile_backend_name = _pausing(backends.compile_backend_name)  # type: ignore[assignment]
+    for cls in set(backends._registry.values()):
+        detect = cls.__dict__.get("detect_target")
+        if isinstance(detect, staticmethod) and not hasattr(detect.__func__, "__flydeps_original__"):
+            cls.detect_target = staticmethod(_pausing(detect.__func__))  # type: ignore[method-assign]
 
 
 def _noting(transform: Callable[[object], object]) -> Callable[[object], object]:
@@ -53,7 +131,8 @@ def _noting(transform: Callable[[object], object]) -> Callable[[object], object]
 
 
 def ensure_hooks() -> None:
-    """Register the unwrappers and wrap ``ASTRewriter.transform`` (once per process)."""
+    """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace`` and
+    target resolution (once per process)."""
     global _installed
     if _installed:
         return
@@ -66,4 +145,7 @@ def ensure_hooks() -> None:
     if not hasattr(current, "__flydeps_original__"):
         bound_transform = current.__get__(ASTRewriter, type(ASTRewriter))
         ASTRewriter.transform = staticmethod(_noting(bound_transform))  # type: ignore[method-assign]
+    if not hasattr(JitFunction._trace, "__flydeps_original__"):
+        JitFunction._trace = _recording_trace(JitFunction._trace)  # type: ignore[method-assign]
+    _pause_target_resolution()
     _installed = True

@@ -8,10 +8,14 @@ Output: a tuple with one hashable signature per parameter, equal for two calls e
 FlyDSL 0.5 would specialize them the same way:
 
 * ``Constexpr[...]`` / ``Type[...]`` parameters: the value itself is baked into the IR, so
-  the signature is ``Constexpr.value_signature(value)`` (scalars, tuples, capture-free
-  lambdas) or, for any other hashable value (a dtype class, a function), the value itself.
-  Functions passed this way are also reported by :meth:`ArgSigner.callables` so the
-  launcher can guard their code.
+  the signature is the value keyed *exactly*: its exact type plus, for a float, its IEEE-754
+  bits (``-0.0`` and ``0.0`` are two entries, a ``NaN`` hits itself), recursively through
+  tuples; capture-free lambdas by FlyDSL's ``Constexpr.value_signature`` with the floats
+  among their constants and defaults re-keyed by bits; any other hashable value (a dtype
+  class, a function, an enum member, an int subclass) by ``(type, value)``. ``==`` alone
+  would conflate ``True``/``1``/``1.0``, ``0.0``/``-0.0`` and equal members of different
+  int subclasses, which trace to different IR. Functions passed this way are also reported
+  by :meth:`ArgSigner.callables` so the launcher can guard their code.
 * Raw ``torch.Tensor`` (and subclasses FlyDSL wraps with ``TorchTensorJitArg``): a fast path
   from ``dtype`` and ``stride()`` alone, equal to ``TorchTensorJitArg(t).__cache_signature__()``
   without building the adaptor (property-tested in ``tests/runtime/test_argsig.py``).
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import struct
 import types
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -102,7 +107,8 @@ def _tensor_signature_uncached(tensor: Any, key: tuple[Any, tuple[int, ...]]) ->
 # A resolved slot: how one argument of one concrete type is signed.
 #   ("const", sig)  the signature does not depend on the value
 #   ("tensor", None)  the raw-tensor fast path
-#   ("scalar", t)  a Constexpr bool/int/float/str: (t, value), as Constexpr.value_signature
+#   ("scalar", t)  a Constexpr bool/int/str (exact type): (t, value)
+#   ("float", None)  a Constexpr float: (float, its 8 IEEE-754 bytes)
 #   ("call", fn)  anything else: fn(value)
 Slot = tuple[str, Any]
 _SCALARS = (bool, int, float, str)
@@ -151,21 +157,43 @@ def _annotated_slot(ann: type, tp: type) -> Slot | str:
     return _jit_argument_slot(tp) if _is_jit_argument_type(tp) else _constructed_by(ann)
 
 
+_float_bits = struct.Struct("<d").pack
+
+
+def _exact_floats(sig: Any) -> Any:
+    """FlyDSL's value signature with every float re-keyed by its bits (``-0.0 == 0.0``)."""
+    if type(sig) is float:
+        return ("float-bits", _float_bits(sig))
+    if type(sig) is tuple:
+        return tuple(map(_exact_floats, sig))
+    return sig
+
+
 def _constexpr_signature(value: Any) -> Hashable:
+    """A compile-time value keyed so that two values share a key only if they trace alike."""
+    tp = type(value)
+    if tp is float:
+        return (float, _float_bits(value))
+    if tp is tuple:
+        return (tuple, tuple(map(_constexpr_signature, value)))
+    if tp in _SCALARS:
+        return (tp, value)
     try:
-        return Constexpr.value_signature(value)
+        return _exact_floats(Constexpr.value_signature(value))  # capture-free lambdas
     except TypeError:
-        hash(value)  # a dtype class, a function, an enum: identity is what the trace used
-        return ("value", value)
+        hash(value)  # a dtype class, a function, an enum member: what the trace used
+        return ("value", tp, value)
 
 
 def _constexpr_slot(tp: type) -> Slot:
+    if tp is float:
+        return ("float", None)
     return ("scalar", tp) if tp in _SCALARS else ("call", _constexpr_signature)
 
 
 def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
     """One generated function per argument-type tuple: no per-argument dispatch or call."""
-    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature}
+    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature, "_fb": _float_bits}
     terms = []
     for i, (kind, payload) in enumerate(slots):
         if kind == "const":
@@ -176,6 +204,8 @@ def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
         elif kind == "scalar":
             ns[f"t{i}"] = payload
             terms.append(f"(t{i}, a{i})")
+        elif kind == "float":
+            terms.append(f"(float, _fb(a{i}))")
         else:
             ns[f"f{i}"] = payload
             terms.append(f"f{i}(a{i})")

@@ -32,7 +32,14 @@ from pathlib import Path
 
 import blake3
 
-__all__ = ["ARCH_SELECTORS", "CODEGEN_ENV_VARS", "PATH_LIKE_ENV_VARS", "describe_env_change", "env_key"]
+__all__ = [
+    "ARCH_SELECTORS",
+    "CODEGEN_ENV_VARS",
+    "PATH_LIKE_ENV_VARS",
+    "VALUE_KEYED_ENV_VARS",
+    "describe_env_change",
+    "env_key",
+]
 
 ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
 PATH_LIKE_ENV_VARS = ("FLYDSL_COMPILE_LLVM_DIR", "FLYDSL_EXTRA_SOURCE_DIRS")
@@ -63,6 +70,8 @@ def _flydsl_env_lists() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
 
 _PLAIN, _PER_ARCH = _flydsl_env_lists()
 CODEGEN_ENV_VARS: tuple[str, ...] = _PLAIN + tuple(sorted({n for names in _PER_ARCH.values() for n in names}))
+# Keyed by their raw value for every target (not path-like, not arch-specific).
+VALUE_KEYED_ENV_VARS: tuple[str, ...] = tuple(n for n in _PLAIN if n not in PATH_LIKE_ENV_VARS)
 
 try:
     _FAST = os.supports_bytes_environ and isinstance(os.environ._data, dict)  # type: ignore[attr-defined]

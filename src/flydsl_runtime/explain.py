@@ -12,20 +12,41 @@ handler to that logger so the reasons print without any logging setup.
 
 A call key is the plain tuple built by :mod:`flydsl_runtime.jit`:
 ``(dependency digest, argument signatures, target, env, hints, bound-self key)``.
+
+When the key matched an entry the launcher could not use (an environment variable the trace
+read has another value, an entry compiled under ``COMPILE_ONLY``), the launcher reports that
+with :func:`note_unusable` just before the miss; those reasons lead the next
+:func:`describe_miss` of the same launcher in the same thread. Dependency reasons are
+ordered so that a changed helper or global comes first, then rebound names, then nodes
+added or removed (what a change in the dependency structure brings along).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 import sys
+import threading
 from collections.abc import Hashable, Sequence
 
 from flydeps.fingerprint import Fingerprint
 
 from .envkey import describe_env_change
 
-__all__ = ["DIGEST", "ARGS", "TARGET", "ENV", "HINTS", "SELF", "describe_miss", "log_recompile", "short"]
+__all__ = [
+    "DIGEST",
+    "ARGS",
+    "TARGET",
+    "ENV",
+    "HINTS",
+    "SELF",
+    "describe_miss",
+    "env_read_change",
+    "log_recompile",
+    "note_unusable",
+    "short",
+]
 
 log = logging.getLogger("flydsl_runtime")
 
@@ -37,6 +58,8 @@ def short(value: object) -> str:
     """A bounded description for logs; types and dtypes by name, never a long repr."""
     if isinstance(value, type):
         text = value.__qualname__
+    elif type(value) is tuple and len(value) == 2 and value[0] is float and type(value[1]) is bytes:
+        text = f"float {struct.unpack('<d', value[1])[0]!r}"  # a Constexpr float keyed by its bits
     elif isinstance(value, tuple):
         text = "(" + ", ".join(short(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     else:
@@ -59,12 +82,16 @@ def describe_miss(
     owner: type | None,
 ) -> tuple[str, ...]:
     """Reasons the call keyed ``new`` missed, relative to the previous key ``old``."""
+    pending = _take_unusable(launcher)
     if old is None:
         where = f" for owner class {owner.__qualname__}" if owner is not None else ""
         return (f"first call of {launcher}{where}",)
-    reasons: list[str] = []
+    reasons: list[str] = list(pending)
     if old[DIGEST] != new[DIGEST]:
-        reasons += new_fp.explain(old_fp) if old_fp is not None else ("dependencies changed",)
+        why = new_fp.explain(old_fp) if old_fp is not None else ("dependencies changed",)
+        if not why and type(old[DIGEST]) is tuple and type(new[DIGEST]) is tuple:  # (digest, with positions)
+            why = ("source positions changed (FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 puts line tables in the IR)",)
+        reasons += _ordered(why)
     if old[ARGS] != new[ARGS]:
         for name, a, b in zip(names, old[ARGS], new[ARGS]):
             if a != b:
@@ -78,6 +105,42 @@ def describe_miss(
     if old[SELF] != new[SELF]:
         reasons.append("bound instance changed (its __cache_signature__ or identity)")
     return tuple(reasons) or ("an argument given as a compile-time function changed",)
+
+
+def _rank(reason: str) -> int:
+    if " now resolves to " in reason:
+        return 1
+    if reason.endswith((" added", " removed")):
+        return 2
+    return 0
+
+
+def _ordered(reasons: Sequence[str]) -> list[str]:
+    """Changed helpers and globals first: they are the cause, the rest follows from them."""
+    return sorted(reasons, key=_rank)
+
+
+def env_read_change(name: str, old: str | None, new: str | None) -> str:
+    """``env FA_PP (read by the trace): '1' -> '0'``; ``<unset>`` for an absent variable."""
+
+    def shown(value: str | None) -> str:
+        return "<unset>" if value is None else repr(value)
+
+    return f"env {name} (read by the trace): {shown(old)} -> {shown(new)}"
+
+
+_unusable = threading.local()
+
+
+def note_unusable(launcher: str, reasons: Sequence[str]) -> None:
+    """Why the entry matching this call's key could not be used; the next miss leads with it."""
+    _unusable.value = (launcher, tuple(reasons))
+
+
+def _take_unusable(launcher: str) -> tuple[str, ...]:
+    noted = getattr(_unusable, "value", None)
+    _unusable.value = None
+    return noted[1] if noted is not None and noted[0] == launcher else ()
 
 
 _stderr_handler: logging.Handler | None = None

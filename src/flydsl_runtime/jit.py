@@ -11,9 +11,13 @@ in process, by
   owner class of a bound call (so ``Sub`` sees its overrides and ``Base`` does not), one
   state per owner class, re-validated on every call by the fingerprint's ``Guard`` (identity
   checks only). A code change gives a new digest and so a retrace; a data-valued global
-  that changed follows ``on_drift``: ``"raise"`` (default, ``GlobalDriftError`` naming the
-  global and module), ``"rebuild"`` or ``"warn"``. Baselines are taken as things stand when
-  the trace finishes, per owner class;
+  that changed follows ``on_drift`` (:mod:`flydeps.drift`, the policy ``cached_factory``
+  uses too): ``"raise"`` (default, ``GlobalDriftError`` naming the global and module with
+  its old and new values), ``"rebuild"`` or ``"warn"``. Traces follow flydeps' build
+  protocol (:mod:`flydeps.build`): the baseline is the state validated *before* the trace;
+  the trace's own writes (a memo dict, a registry it appends to) are adopted, also by every
+  other launcher and factory that read them; any other change made while it ran means the
+  trace is returned to its caller but not kept;
 * argument signatures: :mod:`flydsl_runtime.argsig`; target: :mod:`flydsl_runtime.target`;
   env: :mod:`flydsl_runtime.envkey`; compile hints: persistent plus thread-local overlay;
 * bound self: the instance's ``__cache_signature__()`` when it has one, else its identity
@@ -34,20 +38,25 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from blake3 import blake3
 from flydsl._mlir import ir
 from flydsl.compiler.jit_function import CompiledFunction, JitFunction
 from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hints
 
-from flydeps import Guard, fingerprint
-from flydeps.errors import GlobalDriftError
+from flydeps import Guard, build, fingerprint
+from flydeps._environ import EnvReads
+from flydeps.drift import check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
+from flydeps.graph import NodeKind
 
 from . import explain
+from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner
-from .envkey import env_key
+from .debuginfo import positions_in_ir
+from .envkey import VALUE_KEYED_ENV_VARS, env_key
 from .target import current_target
 
 __all__ = ["CacheInfo", "Entry", "Launcher", "ON_DRIFT"]
@@ -57,6 +66,7 @@ log = logging.getLogger("flydsl_runtime")
 ON_DRIFT = ("raise", "rebuild", "warn")
 _HINTS_TLS = CompilationContext._compile_hints
 _TRUE = frozenset(("1", "true", "yes", "on", b"1", b"true", b"yes", b"on"))
+_DEBUG_INFO = os.fsencode("FLYDSL_DEBUG_ENABLE_DEBUG_INFO")
 
 try:
     _ENV_DATA: dict | None = os.environ._data if os.supports_bytes_environ else None  # type: ignore[attr-defined]
@@ -82,6 +92,18 @@ class CacheInfo(NamedTuple):
     currsize: int
 
 
+_VALUE_KEYED = frozenset(VALUE_KEYED_ENV_VARS)
+
+
+def _entry_env_reads() -> EnvReads:
+    """The last trace's env reads, minus the variables the key's env segment holds by value
+    (re-checking those on a hit would only repeat the key)."""
+    reads = take_trace_env_reads()
+    if not any(name in _VALUE_KEYED for name, _v in reads.values):
+        return reads
+    return EnvReads(tuple(read for read in reads.values if read[0] not in _VALUE_KEYED), reads.listed)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One compiled specialization: what FlyDSL built for one key, and what it was built from."""
@@ -92,6 +114,10 @@ class Entry:
     fingerprint: Fingerprint
     extra_guards: tuple[Guard, ...]  # guards of functions passed as compile-time arguments
     pinned_self: object  # an identity-keyed bound instance, kept alive
+    # What the trace read of os.environ (kernel code, helpers, FlyDSL's get_rocm_arch());
+    # re-checked on every hit. By default, the reads of the trace this thread just ran
+    # (see flydsl_runtime._hooks): an Entry is made right after its trace.
+    env_reads: EnvReads = field(default_factory=_entry_env_reads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +125,16 @@ class _OwnerState:
     fingerprint: Fingerprint
     guard: Guard
     digest: str
+
+
+_CODE_NODES = (NodeKind.FUNCTION, NodeKind.METHOD)
+
+
+def _positions_digest(fp: Fingerprint) -> str:
+    """The code nodes' own digests (with positions) only: data the trace itself writes (a
+    memo dict) must not move this part of the key; the state's digest covers data."""
+    code = sorted(f"{nid}={node.digest}" for nid, node in fp.graph.nodes.items() if node.kind in _CODE_NODES)
+    return blake3("\n".join(code).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _freeze(value: object) -> object:
@@ -117,14 +153,15 @@ class Launcher:
     def __init__(self, jit_function: JitFunction, *, on_drift: str = "raise") -> None:
         if not isinstance(jit_function, JitFunction):
             raise TypeError(f"Launcher wraps a flydsl JitFunction, got {type(jit_function).__name__}")
-        if on_drift not in ON_DRIFT:
-            raise ValueError(f"on_drift must be one of {ON_DRIFT}, got {on_drift!r}")
+        check_policy(on_drift, "Launcher")
         self._jf = jit_function
         self._on_drift = on_drift
         self._name = f"{jit_function.func.__module__}.{jit_function.func.__qualname__}"
         self._owners: dict[type | None, _OwnerState] = {}
         self._entries: dict[tuple, Entry] = {}
         self._last: dict[type | None, Entry] = {}
+        # owner -> (dependency state, (digest, digest with source positions)); debug info only
+        self._positions: dict[type | None, tuple[_OwnerState, tuple[str, str]]] = {}
         self._lock = threading.RLock()
         self._signer: ArgSigner | None = None
         self._nparams = -1
@@ -171,6 +208,7 @@ class Launcher:
             self._entries.clear()
             self._owners.clear()
             self._last.clear()
+            self._positions.clear()
             self._hits = self._misses = 0
 
     def entries(self) -> tuple[Entry, ...]:
@@ -196,6 +234,8 @@ class Launcher:
         compile_only = env_flag(b"COMPILE_ONLY")
         entry = self._entries.get(key)
         if entry is None or not self._usable(entry, compile_only):
+            if entry is not None:
+                explain.note_unusable(self._name, self._why_unusable(entry, compile_only))
             compiled, launched = self._miss(owner, state, bound_self, positional, key, compile_only)
             if compiled is not None and not launched and not compile_only:
                 return compiled(*positional)
@@ -222,6 +262,8 @@ class Launcher:
         if entry is not None and self._usable(entry, compile_only):
             self._hits += 1
             return entry.compiled
+        if entry is not None:
+            explain.note_unusable(self._name, self._why_unusable(entry, compile_only))
         compiled, _launched = self._miss(owner, state, bound_self, positional, key, compile_only)
         return compiled
 
@@ -237,13 +279,39 @@ class Launcher:
         else:
             signed = getattr(type(bound_self), "__cache_signature__", None)
             self_key = (type(bound_self), bound_self.__cache_signature__() if signed else id(bound_self))
-        return (state.digest, self._signer(positional), target, env_key(target[0][1]), hints, self_key)
+        digest: str | tuple[str, str] = state.digest
+        if _env_get(_DEBUG_INFO) is not None and positions_in_ir():  # FlyDSL's own parsing, when set
+            digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
+        return (digest, self._signer(positional), target, env_key(target[0][1]), hints, self_key)
+
+    def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str]:
+        """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so
+        the key's digest also covers the source positions of everything the launcher reaches.
+        Computed once per dependency state: any edit, move or reload fails the guard and
+        re-takes the state, so a stale position cannot outlive it."""
+        cached = self._positions.get(owner)
+        if cached is None or cached[0] is not state:
+            cached = (state, (state.digest, _positions_digest(fingerprint_roots(self._roots(owner), positions=True))))
+            self._positions[owner] = cached
+        return cached[1]
 
     @staticmethod
     def _usable(entry: Entry, compile_only: bool) -> bool:
         if entry.compiled is None and not compile_only:
             return False  # recorded by a COMPILE_ONLY call: this call must build its launchable form
+        if not entry.env_reads.holds():
+            return False  # an environment variable the trace read has another value now
         return all(g.check() for g in entry.extra_guards) if entry.extra_guards else True
+
+    @staticmethod
+    def _why_unusable(entry: Entry, compile_only: bool) -> list[str]:
+        """Recompile reasons of an entry whose key matched but :meth:`_usable` refused."""
+        reasons = [explain.env_read_change(name, old, new) for name, old, new in entry.env_reads.changes()]
+        if entry.compiled is None and not compile_only:
+            reasons.append("the entry was compiled under COMPILE_ONLY=1 and this call launches")
+        if any(not g.check() for g in entry.extra_guards):
+            reasons.append("a function passed as a compile-time argument changed")
+        return reasons
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         if self._signer is None:
@@ -275,35 +343,25 @@ class Launcher:
             if self._signer is None:
                 self._ensure_signature()
             if current is None:
-                return self._baseline(owner, fingerprint_roots(self._roots(owner)))
-            changes = current.guard.changes()
-            fresh = current.fingerprint.refresh()
-            if fresh.digest == current.digest or not changes:
-                return self._baseline(owner, fresh)
-            if all(c.is_data for c in changes) and self._on_drift != "rebuild":
-                return self._drift(owner, current, fresh, changes)
-            return self._baseline(owner, fresh)
+                return self._baseline(owner, build.stable(fingerprint_roots, self._roots(owner)))
+            fresh = build.stable(current.fingerprint.refresh)
+            return self._drift(owner, current, fresh, build.judge(current.fingerprint, fresh))
 
     def _baseline(self, owner: type | None, fp: Fingerprint, digest: str | None = None) -> _OwnerState:
         state = _OwnerState(fp, fp.guard(), digest or fp.digest)
         self._owners[owner] = state
         return state
 
-    def _drift(self, owner: type | None, current: _OwnerState, fresh: Fingerprint, changes: tuple) -> _OwnerState:
+    def _drift(
+        self, owner: type | None, current: _OwnerState, fresh: Fingerprint, judgement: build.Judgement
+    ) -> _OwnerState:
+        """The one drift policy (:mod:`flydeps.drift`): a kept state keeps its key digest, so
+        entries traced before a managed build's write (or, under ``warn``, a data change)
+        stay hits; anything else takes the fresh digest, and the next trace is a miss."""
         consumer = self._name + (f" (owner class {owner.__qualname__})" if owner is not None else "")
-        change = changes[0]
-        if self._on_drift == "raise":
-            raise GlobalDriftError(change.module, change.name, change.old, change.new, consumer=consumer)
-        log.warning(
-            "%s: global %s.%s changed after the launcher was compiled (%s -> %s); running the code "
-            "compiled with the old value because on_drift='warn'",
-            consumer,
-            change.module,
-            change.name,
-            change.old,
-            change.new,
-        )
-        return self._baseline(owner, fresh, digest=current.digest)
+        if decide(judgement, self._on_drift, consumer):  # raises under on_drift='raise'
+            return self._baseline(owner, fresh, digest=current.digest)
+        return self._baseline(owner, fresh)
 
     # --- miss -----------------------------------------------------------------------
 
@@ -336,14 +394,22 @@ class Launcher:
                 explain.log_recompile(self._name, reasons)
             extra = tuple(fingerprint(fn).guard() for fn in self._signer.callables(positional))
             full = (bound_self, *positional) if bound_self is not None else positional
+            start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
             ir_key = self._jf._last_compiled[0]
-            after = state.fingerprint.refresh()  # baseline what the finished trace left behind
-            if after.digest != state.digest:
-                state = self._baseline(owner, after)
-                key = (state.digest, *key[1:])
-            else:
-                self._baseline(owner, after)
+            build.finish(start)
+            after = build.stable(state.fingerprint.refresh)
+            judgement = build.judge(state.fingerprint, after)
+            if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
+                # What the trace read changed while it ran (not by its own writes): this caller,
+                # who started before the change, gets the result; nothing is kept, and the next
+                # call's guard fails and follows on_drift or retraces.
+                log.info("%s: trace not kept, %s changed while it ran", self._name, judgement.reasons())
+                take_trace_env_reads()  # forget them with the trace
+                self._misses += 1
+                return compiled, compiled is not None and compiled._call_state is not None
+            if judgement.verdict is build.Verdict.ADOPT:  # its own writes: same key digest
+                state = self._baseline(owner, after, digest=state.digest)
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
             if pinned is not None:
                 # Keyed by identity: what the trace read of the instance's own state (its
@@ -359,8 +425,7 @@ class Launcher:
 
 def jit(func: Callable[..., Any] | None = None, *, on_drift: str = "raise") -> Any:
     """``@flyc.jit`` with a dependency-aware key: ``@jit``, ``@jit()``, ``@jit(on_drift=...)``."""
-    if on_drift not in ON_DRIFT:
-        raise ValueError(f"on_drift must be one of {ON_DRIFT}, got {on_drift!r}")
+    check_policy(on_drift, "jit")
 
     def decorate(f: Callable[..., Any]) -> Launcher:
         if isinstance(f, Launcher):

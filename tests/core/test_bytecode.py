@@ -119,3 +119,228 @@ def test_python_version_is_part_of_the_digest_tag() -> None:
     from flydeps import _bytecode
 
     assert sys.implementation.cache_tag.encode() in _bytecode._TAG
+
+
+# Issue 7.3 / 8: every opcode argument is digested completely, on every version. Each pair
+# compiles to code that behaves differently; the digests must differ.
+DIFFERENT = [
+    pytest.param("g(x, src=1, dst=2)", "g(x, dst=1, src=2)", id="keyword-order"),
+    pytest.param("g(x, src=1)", "g(x, dst=1)", id="keyword-name"),
+    pytest.param("g(x, **{'a': 1})", "g(x, **{'b': 1})", id="keyword-dict"),
+    pytest.param("super().run(x)", "super(__class__, self).run(x)", id="super-two-arg-bit"),
+    pytest.param("super().run", "super().run(x)", id="super-method-bit"),
+    pytest.param("x < y", "x <= y", id="compare"),
+    pytest.param("x == y", "x != y", id="compare-eq"),
+    pytest.param("x is y", "x is not y", id="is"),
+    pytest.param("x in y", "x not in y", id="contains"),
+    pytest.param("x + y", "x - y", id="binary-op"),
+    pytest.param("x + y", "x.__iadd__(y) if 0 else (x := x + y)", id="binary-walrus"),
+    pytest.param("f'{x!r}'", "f'{x!s}'", id="format-conversion"),
+    pytest.param("f'{x!r}'", "f'{x!a}'", id="format-ascii"),
+    pytest.param("f'{x:>3}'", "f'{x:<3}'", id="format-spec"),
+    pytest.param("f'{x}'", "f'{x:}'", id="format-empty-spec"),
+    pytest.param("[*x]", "(*x,)", id="list-vs-tuple-unpack"),
+    pytest.param("x[1:2]", "x[1:3]", id="slice"),
+    pytest.param("x[1:2]", "x[1:2:1]", id="slice-step"),
+    pytest.param("0.0", "-0.0", id="negative-zero"),
+    pytest.param("1", "True", id="int-vs-bool"),
+    pytest.param("1", "1.0", id="int-vs-float"),
+    pytest.param("1j", "-1j", id="complex"),
+    pytest.param("'a'", "b'a'", id="str-vs-bytes"),
+    pytest.param("(1, 2)", "(2, 1)", id="tuple-order"),
+    pytest.param("x.a", "x.b", id="attribute"),
+    pytest.param("x.a()", "x.b()", id="method"),
+    pytest.param("g(x)", "h(x)", id="global"),
+    pytest.param("x if y else g", "x if not y else g", id="jump-polarity"),
+    pytest.param("x and y", "x or y", id="bool-op"),
+    pytest.param("not x", "-x", id="unary"),
+    pytest.param("~x", "+x", id="unary-invert"),
+    pytest.param("(lambda: x)", "(lambda: y)", id="closure-cell"),
+    pytest.param("[y for y in x]", "[x for y in x]", id="comprehension-scope"),
+]
+
+
+def _body_digest(expr: str, *, positions: bool = False) -> str:
+    src = f"class C:\n    def f(self, x, y):\n        return {expr}\n"
+    code = find_code(compile(src, "m.py", "exec", dont_inherit=True), "C.f")
+    assert code is not None
+    return code_digest(code, positions=positions)
+
+
+@pytest.mark.parametrize("a,b", DIFFERENT)
+def test_every_argument_kind_is_digested(a: str, b: str) -> None:
+    assert _body_digest(a) != _body_digest(b)
+    assert _body_digest(a) == _body_digest(a)
+
+
+STATEMENTS = [
+    pytest.param(
+        "try:\n    g(x)\n    h(x)\nexcept ValueError:\n    pass",
+        "g(x)\ntry:\n    h(x)\nexcept ValueError:\n    pass",
+        id="exception-range",
+    ),
+    pytest.param("for i in x:\n    g(i)\n    break", "for i in x:\n    g(i)\n    continue", id="break-continue"),
+    pytest.param("a, b = x\ng(a, b)", "b, a = x\ng(a, b)", id="store-pair-order"),
+    pytest.param("a = x\nb = y\ng(a + b)", "a = x\nb = y\ng(b + a)", id="load-pair-order"),
+    pytest.param("global Z\nZ = x", "Z = x", id="global-store"),
+    pytest.param("from . import m\ng(m)", "from .. import m\ng(m)", id="import-level"),
+    pytest.param("import a.b\ng(a)", "import a.c\ng(a)", id="import-name"),
+    pytest.param("raise ValueError(x)", "raise ValueError(x) from y", id="raise-from"),
+    pytest.param("del x[0]", "del x[1]", id="delete-subscript"),
+    pytest.param("with g(x) as a:\n    h(a)", "with g(x):\n    h(x)", id="with"),
+    pytest.param(
+        "def inner(q=1):\n    return q\ng(inner)", "def inner(q):\n    return q\ng(inner)", id="make-function-flags"
+    ),
+    pytest.param("assert x, y", "assert y, x", id="assert"),
+]
+
+
+def _function_digest(body: str, header: str = "def f(x, y):", prefix: str = "", positions: bool = False) -> str:
+    src = prefix + header + "\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    code = find_code(compile(src, "m.py", "exec", dont_inherit=True), "f")
+    assert code is not None
+    return code_digest(code, positions=positions)
+
+
+@pytest.mark.parametrize("a,b", STATEMENTS)
+def test_statement_shapes_are_digested(a: str, b: str) -> None:
+    assert _function_digest(a) != _function_digest(b)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        pytest.param("def f(x, y):", "def f(x, /, y):", id="positional-only"),
+        pytest.param("def f(x, y):", "def f(x, *, y):", id="keyword-only"),
+        pytest.param("def f(x, y):", "def f(x, *y):", id="varargs"),
+        pytest.param("def f(x, y):", "def f(x, **y):", id="varkeywords"),
+        pytest.param("def f(x, y):", "async def f(x, y):", id="coroutine"),
+    ],
+)
+def test_signature_shape_and_flags_are_digested(a: str, b: str) -> None:
+    assert _function_digest("return g(x, y)", header=a) != _function_digest("return g(x, y)", header=b)
+
+
+def test_future_flags_are_digested() -> None:
+    # compile()/exec() inside the function inherit its future flags: behaviour differs.
+    plain = _function_digest("return compile(x, y, 'exec')")
+    future = _function_digest("return compile(x, y, 'exec')", prefix="from __future__ import annotations\n")
+    assert plain != future
+
+
+def test_nan_payloads_and_signed_zero_constants() -> None:
+    import math
+    import struct
+
+    from flydeps._bytecode import canonical_const
+
+    assert canonical_const(0.0) != canonical_const(-0.0)
+    assert canonical_const(math.nan) != canonical_const(-math.nan)
+    other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    assert canonical_const(math.nan) != canonical_const(other_nan)
+    assert canonical_const(complex(0.0, 0.0)) != canonical_const(complex(0.0, -0.0))
+
+
+def test_code_digest_rejects_non_code() -> None:
+    with pytest.raises(TypeError, match="needs a code object"):
+        code_digest(lambda: 1)  # type: ignore[arg-type]
+
+
+# Issue 7.6: debug info carries file names and line numbers.
+def test_positions_mode_sees_lines_files_and_columns() -> None:
+    moved = "\n\n" + BASE
+    assert digest_of(moved) == digest_of(BASE)
+    code = find_code(compile(BASE, "/a/m.py", "exec"), "f")
+    assert code is not None
+    with_positions = code_digest(code, positions=True)
+    assert with_positions != code_digest(code)
+    variants = [
+        (moved, "/a/m.py"),  # co_firstlineno
+        (BASE, "/b/m.py"),  # co_filename, as given
+        (BASE.replace("        try:", "\n        try:"), "/a/m.py"),  # a blank line inside
+        (BASE.replace("    squares =", "\n    squares ="), "/a/m.py"),  # lines of a folded comprehension
+    ]
+    if sys.version_info >= (3, 11):  # 3.10 code objects carry no columns
+        variants.append((BASE.replace("x += i", "x  +=  i"), "/a/m.py"))  # columns only
+        variants.append((BASE.replace("i * i for", "i *  i for"), "/a/m.py"))  # columns in a comprehension
+    for variant, filename in variants:
+        other = find_code(compile(variant, filename, "exec"), "f")
+        assert other is not None
+        assert code_digest(other) == code_digest(code), variant
+        assert code_digest(other, positions=True) != with_positions, variant
+    same = find_code(compile(BASE.replace("x += i", "x += i  # note"), "/a/m.py", "exec"), "f")
+    assert same is not None
+    assert code_digest(same, positions=True) == with_positions
+
+
+def test_positions_mode_agrees_between_live_and_compiled() -> None:
+    namespace: dict = {}
+    exec(compile(BASE, "/x/m.py", "exec"), namespace)
+    compiled = find_code(compile(BASE, "/x/m.py", "exec"), "f")
+    assert compiled is not None
+    assert code_digest(namespace["f"].__code__, positions=True) == code_digest(compiled, positions=True)
+
+
+def test_refs_see_super_instruction_locals() -> None:
+    # 3.13 loads two locals with one instruction; the attribute applies to the second.
+    src = "def g(self, other):\n    return other + self.helper(other)\n"
+    refs = {(r.scope, r.name, r.attrs) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
+    assert ("local", "self", ("helper",)) in refs
+
+
+def test_memo_is_per_code_identity_not_equality() -> None:
+    # Code objects compare equal across files and owners; their digests are not shared.
+    src = "class A:\n    def f(self):\n        def inner():\n            return 1\n        return inner\n"
+    a = find_code(compile(src, "m.py", "exec"), "A.f")
+    b = find_code(compile(src.replace("class A", "class B"), "m.py", "exec"), "B.f")
+    assert a is not None and b is not None
+    if sys.version_info >= (3, 11):  # 3.10 code objects carry no qualified name
+        assert code_digest(a) != code_digest(b)  # inner is referenced as A.f.<locals>.inner
+    c = find_code(compile(src, "other.py", "exec"), "A.f")
+    assert c is not None
+    assert code_digest(a, positions=True) != code_digest(c, positions=True)
+
+
+def test_fingerprint_positions_mode_follows_moves_in_helpers(pkg) -> None:
+    # Issue 7.6: with debug info on, a helper moved down in its file changes the product.
+    import flydeps
+
+    pkg.write("deep", "def leaf(x):\n    return x + 1\n")
+    pkg.write("top", f"from {pkg.name} import deep\ndef top(x):\n    return deep.leaf(x)\n")
+    top = pkg.load("top")
+    plain, located = flydeps.fingerprint(top.top), flydeps.fingerprint(top.top, positions=True)
+    assert plain.digest != located.digest
+    assert located.refresh().digest == located.digest
+    pkg.edit("deep", "def leaf(x):", "# a comment line\ndef leaf(x):")
+    assert flydeps.fingerprint(top.top).digest == plain.digest
+    moved = flydeps.fingerprint(top.top, positions=True)
+    assert moved.digest != located.digest
+    assert located.refresh().digest == moved.digest  # refresh keeps the mode
+    assert moved.explain(located) == (f"helper {pkg.name}.deep:leaf changed",)
+
+
+def test_exit_block_copy_does_not_depend_on_layout() -> None:
+    # 3.13 copies ``c = x; return x`` into the if-branch's jump only while the block's
+    # line-event NOPs keep it small: ``return (`` over two lines adds one.
+    one_line = "if x:\n    c = 1\nelse:\n    c = 2\nc = x\nreturn x"
+    split = "if x:\n    c = 1\nelse:\n    c = 2\nc = x\nreturn (\n    x)"
+    assert _function_digest(one_line) == _function_digest(split)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        pytest.param("return g(x, y)", "return g(x,\n         y)", id="operands-split"),  # 3.13 LOAD_FAST_LOAD_FAST
+        pytest.param("a = x\nb = y\nreturn a + b", "a = x\nb = (\n    y)\nreturn a + b", id="store-load-split"),
+        pytest.param(
+            "a, b = x, y\nreturn a - b", "(a,\n b) = x, y\nreturn a - b", id="swap-stores-split"
+        ),  # static SWAP
+        pytest.param(  # 3.12+: the comprehension's restore of the outer ``i`` is a static SWAP
+            "for i in y:\n    break\nc = [x for i in y]\nreturn c",
+            "for i in y:\n    break\nc = (\n[x for i in y]\n)\nreturn c",
+            id="inlined-comprehension",
+        ),
+    ],
+)
+def test_layout_dependent_compiler_choices_are_undone(a: str, b: str) -> None:
+    assert _function_digest(a) == _function_digest(b)

@@ -309,3 +309,33 @@ def test_installed_packages_can_be_declared_user_code() -> None:
     env.pop("FLYDEPS_USER_PACKAGES")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[true, true]"
+
+
+def test_attribute_chains_on_closure_variables(pkg) -> None:
+    """``mod.helper`` where ``mod`` is a closure variable holding a module (or a class)
+    resolves like a global's chain: rebinding the helper is seen."""
+    pkg.write("mem", "def load(x):\n    return x + 1\n")
+    pkg.write(
+        "m",
+        """
+        import importlib
+
+        def factory(name):
+            mem = importlib.import_module(name)
+            def kernel(x):
+                return mem.load(x)
+            return kernel
+        """,
+    )
+    mem, m = pkg.load("mem"), pkg.load("m")
+    kernel = m.factory(f"{pkg.name}.mem")
+    graph = discover(kernel)
+    edges = edges_from(graph, f"{pkg.name}.m:factory.<locals>.kernel")
+    assert edges["mem.load"] == (f"{pkg.name}.mem:load", EdgeKind.CALLS)
+    import flydeps
+
+    fp = flydeps.fingerprint(kernel)
+    guard = fp.guard()
+    mem.load = lambda x: x - 1
+    assert not guard.check()
+    assert flydeps.fingerprint(kernel).digest != fp.digest

@@ -112,13 +112,13 @@ def test_concurrent_callers_build_once() -> None:
     gate = threading.Event()
 
     @cached_factory
-    def slow(n):
+    def slow(n, gate):  # an argument: the gate being set meanwhile is not a change of what it read
         builds.append(n)
         gate.wait(5)
         return object()
 
     results = []
-    threads = [threading.Thread(target=lambda: results.append(slow(7))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: results.append(slow(7, gate))) for _ in range(8)]
     for t in threads:
         t.start()
     time.sleep(0.2)

@@ -326,14 +326,14 @@ def test_concurrent_callers_build_once(path: str) -> None:
     builds: list[int] = []
     gate = threading.Event()
 
-    def slow(n: int) -> object:
+    def slow(n: int, gate: threading.Event) -> object:  # the gate's state is an argument, not a read
         builds.append(n)
         gate.wait(5)
         return object()
 
     f = _decorated(path, slow)
     results: list[object] = []
-    threads = [threading.Thread(target=lambda: results.append(f(7))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: results.append(f(7, gate))) for _ in range(8)]
     for t in threads:
         t.start()
     gate.set()
@@ -466,6 +466,34 @@ def test_mutable_globals_use_the_full_check(kmod: Any, monkeypatch: pytest.Monke
     assert f(1) is k and f._link_state(1) == (False, False)
     kmod.REGISTRY.append("external write")
     assert f(1) is not k
+
+
+@needs_fast
+def test_a_pending_function_store_keeps_the_generation_unvalidated(kmod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 8.4: the audit hook announces a store before CPython makes it. A check that
+    passes meanwhile (old code still in place) must not let later hits skip the check."""
+    monkeypatch.setenv("FLYDEPS_FASTCACHE", "1")
+    f = _decorated("c", kmod.make)
+    k = f(1)
+    assert f(1) is k and f._link_state(1) == (True, True)
+    swapped = (lambda n: ("swapped", n)).__code__
+    with _audit._pending_lock:  # what the hook does first...
+        _audit._PENDING[-1] = (kmod.make, "__code__", swapped)
+    _audit._GEN[0] += 1  # ...then the generation; the store itself has not landed
+    assert f(1) is k, "the store is not visible yet: the old build is still right"
+    monkeypatch.setattr(_audit, "_EVENTS", frozenset())  # land it without a second event
+    kmod.make.__code__ = swapped
+    monkeypatch.undo()
+    assert f(1) == ("swapped", 1), "the next call saw the landed store (no counter-only hit)"
+    assert not _audit._PENDING.get(-1), "a check drops records whose store is visible"
+
+
+@needs_c
+def test_pending_argument_must_be_a_dict() -> None:
+    from flydeps import _fastcache
+
+    with pytest.raises(TypeError, match="pending must be a dict"):
+        _fastcache.FastCache(2, False, print, [0], None, [])
 
 
 # ------------------------------------------------------------- the other suites, Python path

@@ -30,11 +30,14 @@ _BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
 KERNELS = Path(__file__).parent / "kernels"
 
 
-
 def _rocm_root() -> Path | None:
     """An existing usable root, or one made of symlinks under the user cache directory."""
     for candidate in (os.environ.get("ROCM_PATH"), os.environ.get("FLYDEPS_ROCM_ROOT"), "/opt/flydeps-rocm"):
-        if candidate and (Path(candidate) / "llvm/bin/ld.lld").exists() and (Path(candidate) / "amdgcn/bitcode").is_dir():
+        if (
+            candidate
+            and (Path(candidate) / "llvm/bin/ld.lld").exists()
+            and (Path(candidate) / "amdgcn/bitcode").is_dir()
+        ):
             return Path(candidate)
     if not (_LLD.exists() and _BITCODE.is_dir()):
         return None

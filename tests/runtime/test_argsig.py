@@ -2,28 +2,40 @@
 
 from __future__ import annotations
 
-
 from collections.abc import Callable
 
 import pytest
 
 pytest.importorskip("flydsl")
 
+import flydsl.expr as fx  # noqa: E402
 import torch  # noqa: E402
+from flydsl.compiler.jit_argument import JitArgumentRegistry, TorchTensorJitArg, resolve_signature  # noqa: E402
+from flydsl.compiler.protocol import cache_signature  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import flydsl.expr as fx  # noqa: E402
-from flydsl.compiler.jit_argument import JitArgumentRegistry, TorchTensorJitArg, resolve_signature  # noqa: E402
-from flydsl.compiler.protocol import cache_signature  # noqa: E402
 from flydsl_runtime.argsig import ArgSigner, ArgumentSignatureError, tensor_signature  # noqa: E402
 
 # Every dtype FlyDSL maps to an MLIR element type, plus ones it only rejects at trace time:
 # the signature must agree with the adaptor for those too.
 DTYPES = [
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
-    torch.int8, torch.int16, torch.int32, torch.int64, torch.complex64,
-] + [getattr(torch, n) for n in ("float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz") if hasattr(torch, n)]
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.complex64,
+] + [
+    getattr(torch, n)
+    for n in ("float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz")
+    if hasattr(torch, n)
+]
 
 
 @st.composite
@@ -129,7 +141,7 @@ def test_constexpr_callables_are_reported_for_guarding() -> None:
     signer = ArgSigner("launch", resolve_signature(launch))
     args = (torch.zeros(4), epilogue)
     assert signer.callables(args) == (epilogue,)
-    assert signer(args)[1] == ("value", epilogue)
+    assert signer(args)[1] == ("value", type(epilogue), epilogue)
 
 
 def test_unknown_argument_type_names_parameter_type_and_fix() -> None:

@@ -280,8 +280,9 @@ def test_unknown_argument_type_and_bad_arity_name_the_problem(fdk) -> None:
 
 
 def test_compile_hints_are_part_of_the_key(fdk, traces, caplog) -> None:
-    import flydsl_runtime.flyc as flyc
     from flydsl.compiler.kernel_function import CompilationContext
+
+    import flydsl_runtime.flyc as flyc
 
     vadd = fdk.module("vadd")
     a, b, c = _tensors()

@@ -271,8 +271,27 @@ def test_diff_marks_a_changed_last_line_without_newline(tmp_path: Path) -> None:
 
 def _example_tree(tmp_path: Path) -> Path:
     tree = tmp_path / "kernels"
-    shutil.copytree(EXAMPLES / "kernels", tree, ignore=shutil.ignore_patterns("__pycache__"))
+    # The original families; other subpackages (builders, realworld) have tests of their own.
+    for name in ("__init__.py", "attention", "common", "norm"):
+        source = EXAMPLES / "kernels" / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            tree.mkdir(exist_ok=True)
+            shutil.copy(source, tree / name)
     return tree
+
+
+def test_a_delegating_lru_cache_entry_point_becomes_a_factory() -> None:
+    """``@lru_cache def _build_x(...): return build_x(...)`` is the entry point users call:
+    it is migrated like a factory defining the kernel itself (issue 9, point 7)."""
+    source = (EXAMPLES / "kernels" / "builders" / "softmax.py").read_text()
+    code = migrate_source(source).code
+    assert "@flydeps.cached_factory(maxsize=32)\ndef _build_softmax(" in code
+    plain = "import functools\nimport flydsl\n\ndef helper(n):\n    return n\n\n"
+    plain += "@functools.lru_cache\ndef memo(n):\n    return helper(n)\n"
+    # ``helper`` defines no kernel: plain memoization, kept.
+    assert migrate_source(plain).code.count("lru_cache") == 1
 
 
 def test_idempotent_on_the_examples(tmp_path: Path) -> None:

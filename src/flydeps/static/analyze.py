@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from ..fingerprint import transitive_digests
 from ..graph import DepGraph
 from .parse import SummaryCache, cache_dir, scan_imports, summarize
-from .project import Diagnostic, FileSystemTree, ModuleFile, Project, SourceTree, detect_root, resolve_relative
+from .project import (
+    Diagnostic,
+    FileSystemTree,
+    ModuleFile,
+    Project,
+    SourceTree,
+    declared_roots,
+    detect_root,
+    resolve_relative,
+)
 from .resolve import RootSpec, build_graph, role_tags
 from .results import ResultCache, request_key
 from .summary import CodeInfo
@@ -152,7 +161,8 @@ def analyze(
             diagnostics.append(Diagnostic(path, 1, "no such file or directory"))
     existing = [(p, q) for p, q in targets if tree.is_file(p) or tree.is_dir(p)]
     detected = [detect_root(tree, p) for p, _ in existing]
-    project = Project(tree, roots or detected, confine=_top_levels(tree, existing, detected))
+    chosen = [r for (p, _), root in zip(existing, detected, strict=True) for r in declared_roots(tree, p) or [root]]
+    project = Project(tree, roots or chosen, confine=_top_levels(tree, existing, detected))
     store = SummaryCache(cache_dir() if use_cache else None)
     results = ResultCache(store)
     key = request_key(paths, project.roots, _requested_bytes(project, existing))
@@ -178,7 +188,16 @@ def _build(
         modules = loader.load_reachable(files)
         specs.extend(_roots_for(index, modules, qual, path, diagnostics))
     graph, problems = build_graph(index, specs)
-    all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems)))
+    missing = [
+        Diagnostic(
+            path,
+            line,
+            f"import {name}: neither a module of the project nor installed; declare its package "
+            "directory (pyproject package-dir, src/) or pass --root DIR",
+        )
+        for name, (path, line) in index.missing.items()
+    ]
+    all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems) | set(missing)))
     return Analysis(graph, all_diagnostics, project, transitive_digests(graph))
 
 
@@ -207,10 +226,13 @@ def _requested_bytes(project: Project, existing: Sequence[tuple[str, str | None]
 
 def _module_files(project: Project, path: str, diagnostics: list[Diagnostic]) -> list[ModuleFile]:
     files = []
+    walked = project.tree.is_dir(path)
     for file in project.files_under(path):
         module = project.module_for_path(file)
-        if module is None:
-            roots = ", ".join(project.roots) or "(none)"
+        roots = ", ".join(project.roots) or "(none)"
+        if module is None and walked:  # a stray script next to the packages: said once, not an error
+            diagnostics.append(Diagnostic(file, 1, f"outside every root ({roots}): not analysed", note=True))
+        elif module is None:
             diagnostics.append(Diagnostic(file, 1, f"outside every root ({roots}); add --root DIR for its project"))
         else:
             files.append(module)

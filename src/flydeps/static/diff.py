@@ -60,7 +60,8 @@ class GitTree:
         if path not in self.files:
             raise FileNotFoundError(2, f"not in revision {self.rev}", path)
         if path not in self._blobs:
-            self._prefetch([p for p in self.files if p.endswith(".py") and p not in self._blobs] or [path])
+            wanted = [p for p in self.files if p.endswith(".py") and p not in self._blobs and p != path]
+            self._prefetch([*wanted, path])  # every source at once; metadata (pyproject.toml) too
         return self._blobs[path]
 
     def _prefetch(self, paths: list[str]) -> None:

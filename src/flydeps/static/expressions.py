@@ -18,7 +18,15 @@ from blake3 import blake3
 from .._bytecode import code_digest
 from .summary import ValueBinding
 
-__all__ = ["class_digest", "dotted", "literal_digest", "text_of", "value_binding"]
+__all__ = [
+    "call_args_binding",
+    "class_body_digest",
+    "class_digest",
+    "dotted",
+    "literal_digest",
+    "text_of",
+    "value_binding",
+]
 
 _TEXT_LIMIT = 80
 
@@ -71,6 +79,48 @@ def value_binding(value: ast.expr) -> ValueBinding:
 
 
 _NOT_LITERAL = object()
+
+
+def call_args_binding(call: ast.Call) -> ValueBinding:
+    """The arguments of a decorator call (``known_block_size=[N, 1, 1]``), digested as
+    written (never evaluated), with the dotted names they read."""
+    args: list[ast.AST] = [*call.args, *call.keywords]
+    dump = "\0".join(_dump(a) for a in args)
+    refs = tuple(("", ref) for arg in args for ref in _expr_refs(arg))
+    text = text_of(call)
+    return ValueBinding(
+        call.lineno, blake3(b"flydeps-decorator-args-v1:" + dump.encode()).hexdigest(), False, text, refs
+    )
+
+
+def class_body_digest(node: ast.ClassDef) -> str:
+    """A class statement as written, without positions or docstrings: bases, keywords,
+    decorators, fields and their annotations, and each method's signature (decorators,
+    defaults, annotations: evaluated in the class body). Method bodies are nodes of their
+    own; nested classes are digested the same way."""
+    parts = ["class", node.name, *(_dump(e) for e in (*node.bases, *node.keywords, *node.decorator_list))]
+    body = node.body[1:] if _is_docstring(node.body[0]) else node.body
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            head = [*stmt.decorator_list, stmt.args, *filter(None, [stmt.returns])]
+            parts.append("def " + stmt.name + ":" + "\0".join(_dump(h) for h in head))
+        elif isinstance(stmt, ast.ClassDef):
+            parts.append(class_body_digest(stmt))
+        else:
+            parts.append(_dump(stmt))
+    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _dump(node: ast.AST) -> str:
+    """Normalized form of a node (no positions); very deep nodes by their compiled code."""
+    try:
+        return ast.dump(node, annotate_fields=False, include_attributes=False)
+    except RecursionError:
+        return "deep:" + _expr_digest(node) if isinstance(node, ast.expr) else "deep:" + type(node).__name__
 
 
 def class_digest(qual: str, data: dict[str, object]) -> str:

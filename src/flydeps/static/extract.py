@@ -28,7 +28,7 @@ from typing import cast
 from blake3 import blake3
 
 from .._bytecode import code_digest, code_refs, is_function_code, nested_codes
-from .expressions import class_digest, dotted, text_of, value_binding
+from .expressions import call_args_binding, class_body_digest, class_digest, dotted, text_of, value_binding
 from .summary import (
     Binding,
     ClassBinding,
@@ -74,6 +74,9 @@ def extract(source: bytes, filename: str) -> FileSummary:
         classes=tuple(scopes.classes),
         codes=codes,
         problems=tuple(scopes.problems),
+        fallbacks=scopes.fallbacks,
+        patches=tuple(scopes.patches),
+        optional_imports=tuple(sorted(scopes.optional)),
     )
 
 
@@ -107,13 +110,30 @@ def _code_infos(module_code: CodeType, scopes: _ScopeBuilder) -> Iterator[CodeIn
 
 
 def _code_info(code: CodeType, qual: str, parent: str, nested: list[str], scopes: _ScopeBuilder) -> CodeInfo:
-    refs = tuple((r.scope, r.name, r.attrs) for r in code_refs(code))
+    inner = _comprehension_locals(code)
+    refs = tuple(
+        (r.scope, r.name, r.attrs)
+        for r in code_refs(code)
+        if not (r.scope == "free" and r.name in inner and r.name not in code.co_freevars)
+    )
     info = scopes.defs.get(qual)
     if info is None:  # a lambda: no statement of its own
         return CodeInfo(
             qual, parent, "lambda", code.co_firstlineno, code_digest(code), refs, tuple(nested), (), (), "", ()
         )
     return info._replace(parent=parent, digest=code_digest(code), refs=refs, nested=tuple(nested))
+
+
+def _comprehension_locals(code: CodeType) -> frozenset[str]:
+    """Names bound by the comprehensions (and class bodies) folded into ``code``: a nested
+    comprehension reads its outer comprehension's variable as a free variable of its own."""
+    names: set[str] = set()
+    stack = [c for c in nested_codes(code) if not is_function_code(c)]
+    while stack:
+        folded = stack.pop()
+        names.update(folded.co_varnames, folded.co_cellvars)
+        stack.extend(c for c in nested_codes(folded) if not is_function_code(c))
+    return frozenset(names)
 
 
 def _strict() -> bool:
@@ -123,11 +143,12 @@ def _strict() -> bool:
 class _Scope:
     """One lexical scope being filled: its qualname prefix and its name -> binding table."""
 
-    __slots__ = ("qual", "kind", "bindings", "in_try_handler", "data", "data_exact")
+    __slots__ = ("qual", "kind", "bindings", "fallbacks", "in_try_handler", "data", "data_exact")
 
     def __init__(self, qual: str, kind: str) -> None:
         self.qual, self.kind = qual, kind
         self.bindings: dict[str, Binding] = {}
+        self.fallbacks: dict[str, Binding] = {}  # bound again by an ``except`` handler
         self.in_try_handler = False
         # Class scopes: the literal data the class dict will hold, as the runtime digests it.
         self.data: dict[str, object] = {}
@@ -140,8 +161,10 @@ class _Scope:
 
     def bind(self, name: str, binding: Binding) -> None:
         # A name bound in an ``except`` handler (``except ImportError: x = None``) is the
-        # fallback: the ``try`` body's binding is the one that normally holds.
+        # fallback: the ``try`` body's binding is the one that normally holds; the fallback is
+        # kept too (it is what runs where the import fails).
         if self.in_try_handler and name in self.bindings:
+            self.fallbacks.setdefault(name, binding)
             return
         self.bindings[name] = binding
 
@@ -157,6 +180,10 @@ class _ScopeBuilder:
         self.star_imports: list[ImportBinding] = []
         self.all_names: tuple[str, ...] | None = None
         self.problems: list[Problem] = []
+        self.fallbacks: tuple[tuple[str, Binding], ...] = ()
+        self.patches: list[tuple[str, str, ValueBinding]] = []
+        self.optional: set[str] = set()
+        self._optional_depth = 0  # inside ``try`` bodies whose handlers catch ImportError
         self._counts: Counter[str] = Counter()
         self._parents: dict[str, str] = {}
 
@@ -164,6 +191,7 @@ class _ScopeBuilder:
         scope = _Scope("", "module")
         self._body(tree.body, scope)
         self.scopes[""] = scope.bindings
+        self.fallbacks = tuple(scope.fallbacks.items())
 
     def parent_of(self, qual: str) -> str:
         """Enclosing code of a lambda/comprehension: strip the last ``.<locals>.`` part."""
@@ -210,6 +238,11 @@ class _ScopeBuilder:
             tuple(inner.bindings.items()),
             earlier,
             _annotations_digest(node),
+            tuple(
+                (i, call_args_binding(d))
+                for i, d in enumerate(node.decorator_list)
+                if isinstance(d, ast.Call) and (d.args or d.keywords)
+            ),
         )
 
     _stmt_AsyncFunctionDef = _stmt_FunctionDef
@@ -228,11 +261,14 @@ class _ScopeBuilder:
         exact = exact and all(isinstance(b, (DefBinding, ValueBinding)) for _, b in body)
         data = {k: v for k, v in inner.data.items() if k != "__doc__"}
         digest = class_digest(qual, data) if exact else ""
-        self.classes.append(ClassInfo(qual, node.lineno, bases, decorators, body, digest, shadowed))
+        body_digest = class_body_digest(node)
+        self.classes.append(ClassInfo(qual, node.lineno, bases, decorators, body, digest, shadowed, body_digest))
 
     # -- imports -------------------------------------------------------------------------
     def _stmt_Import(self, node: ast.Import, scope: _Scope) -> None:
         for alias in node.names:
+            if self._optional_depth:
+                self.optional.add(alias.name.partition(".")[0])
             bound = alias.name if alias.asname else alias.name.partition(".")[0]
             binding = ImportBinding(node.lineno, alias.name, "", 0, bound)
             self.imports.append(binding)
@@ -240,6 +276,8 @@ class _ScopeBuilder:
 
     def _stmt_ImportFrom(self, node: ast.ImportFrom, scope: _Scope) -> None:
         module = node.module or ""
+        if self._optional_depth and not node.level:
+            self.optional.add(module.partition(".")[0])
         for alias in node.names:
             binding = ImportBinding(node.lineno, module, alias.name, node.level, module)
             self.imports.append(binding)
@@ -254,6 +292,8 @@ class _ScopeBuilder:
             self._assign(target, node.value, scope)
 
     def _stmt_AnnAssign(self, node: ast.AnnAssign, scope: _Scope) -> None:
+        if scope.kind == "class":  # an annotated field (``@fx.struct``): the body digest covers it
+            scope.data_exact = False
         if node.value is not None:
             self._assign(node.target, node.value, scope)
 
@@ -267,6 +307,10 @@ class _ScopeBuilder:
         if pairs is not None:  # ``A, B = 1, 2``: each name its own value
             for name_target, item in pairs:
                 self._assign(name_target, item, scope)
+            return
+        if isinstance(target, ast.Attribute) and scope.kind == "module" and dotted(target.value):
+            # ``Cls.m = transform(Cls.m)``: patches an attribute, binds no name.
+            self.patches.append((dotted(target.value), target.attr, value_binding(value)))
             return
         if not isinstance(target, ast.Name):
             self._targets(target, scope, "unpacking")
@@ -285,9 +329,21 @@ class _ScopeBuilder:
                 scope.data_exact = False
 
     def _targets(self, target: ast.AST, scope: _Scope, how: str) -> None:
-        for node in ast.walk(target):
+        """Bind the names a target stores; ``a.b = x`` and ``a[i] = x`` bind no name."""
+        stack = [target]
+        while stack:
+            node = stack.pop()
             if isinstance(node, ast.Name):
                 scope.bind(node.id, LocalBinding(node.lineno, how))
+            elif isinstance(node, (ast.Tuple, ast.List)):
+                stack.extend(node.elts)
+            elif isinstance(node, ast.Starred):
+                stack.append(node.value)
+            elif isinstance(node, ast.pattern):  # ``case Point(x=a, *rest)``: captures are strings
+                for name in (getattr(node, "name", None), getattr(node, "rest", None)):
+                    if isinstance(name, str):
+                        scope.bind(name, LocalBinding(getattr(node, "lineno", 0), how))
+                stack.extend(n for n in ast.iter_child_nodes(node) if isinstance(n, ast.pattern))
 
     # -- compound statements: same scope, nested bodies ------------------------------------
     def _stmt_If(self, node: ast.If | ast.While | ast.For | ast.AsyncFor, scope: _Scope) -> None:
@@ -311,7 +367,10 @@ class _ScopeBuilder:
     _stmt_AsyncWith = _stmt_With
 
     def _stmt_Try(self, node: ast.Try, scope: _Scope) -> None:
+        optional = any(_catches_import_error(h) for h in node.handlers)
+        self._optional_depth += optional
         self._body(node.body, scope)
+        self._optional_depth -= optional
         self._body(node.orelse, scope)
         previous, scope.in_try_handler = scope.in_try_handler, True
         for handler in node.handlers:
@@ -333,6 +392,16 @@ class _ScopeBuilder:
 _NO_BINDINGS = frozenset(
     {"Return", "Delete", "Raise", "Assert", "Global", "Nonlocal", "Expr", "Pass", "Break", "Continue", "TypeAlias"}
 )
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(dotted(t).rpartition(".")[2] in _IMPORT_ERRORS for t in types)
 
 
 def _earlier(scope: _Scope, name: str, texts: tuple[str, ...]) -> tuple[tuple[str, Binding], ...]:

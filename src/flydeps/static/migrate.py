@@ -12,7 +12,9 @@ resolved with libcst's ``QualifiedNameProvider`` so any import alias works):
 
 1. A compile factory -- a function decorated with ``functools.lru_cache`` (any call form)
    or ``functools.cache`` whose body defines, at any depth, a function decorated with
-   FlyDSL's ``kernel`` or ``jit`` -- is decorated with ``flydeps.cached_factory`` instead,
+   FlyDSL's ``kernel`` or ``jit``, or that calls a function of the same module that does (a
+   delegating entry point: ``@lru_cache def _build_x(...): return build_x(...)``) -- is
+   decorated with ``flydeps.cached_factory`` instead,
    with the same arguments (``cache`` becomes ``cached_factory(maxsize=None)``); ``import
    flydeps`` is added once and a ``functools`` import nothing else uses is removed
    (libcst's ``AddImportsVisitor``/``RemoveImportsVisitor``). Other memoized functions
@@ -98,8 +100,11 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         super().__init__(context)
         self._defines_kernel: list[bool] = []  # one flag per enclosing function
         self._missing: list[str] = []  # `X.name` with X bound to flydsl.compiler, name not in the facade
+        self._builders: frozenset[str] = frozenset()  # module-level functions that define a kernel
 
     def visit_Module(self, node: cst.Module) -> None:
+        functions = [f for f in node.body if isinstance(f, cst.FunctionDef)]
+        self._builders = frozenset(f.name.value for f in functions if self._defines_any_kernel(f))
         attributes = [ref for ref in m.findall(node, m.Attribute()) if isinstance(ref, cst.Attribute)]
         used = {ref.attr.value for ref in attributes if FLYDSL_COMPILER in self._qualified(ref.value)}
         self._missing = sorted(n for n in used if n not in FACADE_NAMES and not n.startswith("__"))
@@ -124,13 +129,22 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         line = self.get_metadata(PositionProvider, node).start.line
         self.warn(f"{self.context.filename}:{line}: {message}")
 
+    def _defines_any_kernel(self, node: cst.FunctionDef) -> bool:
+        nested = [f for f in m.findall(node, m.FunctionDef()) if isinstance(f, cst.FunctionDef) and f is not node]
+        return any(self._qualified(d.decorator) & KERNEL_DECORATORS for f in nested for d in f.decorators)
+
+    def _delegates(self, node: cst.FunctionDef) -> bool:
+        """The body calls a builder of this module by name (``return build_x(...)``)."""
+        calls = m.findall(node.body, m.Call(func=m.Name()))
+        return any(isinstance(c, cst.Call) and cst.ensure_type(c.func, cst.Name).value in self._builders for c in calls)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if any(self._qualified(d.decorator) & KERNEL_DECORATORS for d in node.decorators):
             self._defines_kernel = [True] * len(self._defines_kernel)
         self._defines_kernel.append(False)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        if not self._defines_kernel.pop():
+        if not self._defines_kernel.pop() and not self._delegates(original_node):
             return updated_node
         decorators = [self._factory(old, new) for old, new in zip(original_node.decorators, updated_node.decorators)]
         return updated_node.with_changes(decorators=decorators)

@@ -85,7 +85,16 @@ def _salt() -> str:
     invalidates the cache."""
     here = Path(__file__).resolve().parent
     h = blake3(os.environ.get("FLYDEPS_SNAPSHOT_LIMIT", "").encode() + b"\0")
-    sources = ("extract.py", "expressions.py", "summary.py", "../_bytecode.py", "../_values.py")
+    sources = (
+        "extract.py",
+        "expressions.py",
+        "summary.py",
+        "../_bytecode.py",
+        "../_opcodes.py",
+        "../_normalize.py",
+        "../_disref.py",
+        "../_values.py",
+    )
     for path in (here / name for name in sources):
         try:
             h.update(path.read_bytes())

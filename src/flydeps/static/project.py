@@ -13,8 +13,10 @@ relative to its root so that digests and golden outputs never hold absolute path
 
 from __future__ import annotations
 
+import configparser
 import os
 import posixpath
+import re
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ __all__ = [
     "ModuleFile",
     "Project",
     "SourceTree",
+    "declared_roots",
     "detect_root",
     "is_library_dir",
     "resolve_relative",
@@ -35,14 +38,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
-    """A problem with one input, reported as ``path:line: message``; analysis goes on."""
+    """A problem with one input, reported as ``path:line: message``; analysis goes on.
+    A ``note`` is information (a script outside the declared packages, skipped), not a
+    problem: it does not change the exit status."""
 
     path: str
     line: int
     message: str
+    note: bool = False
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        return f"{self.path}:{self.line}: {'note: ' if self.note else ''}{self.message}"
 
 
 class SourceTree(Protocol):
@@ -117,6 +123,87 @@ def detect_root(tree: SourceTree, path: str) -> str:
                 break
         directory = parent or "."
     return directory
+
+
+_METADATA = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+def declared_roots(tree: SourceTree, path: str) -> list[str]:
+    """The package directories a project declares, when ``path`` is its top directory
+    (``flydeps graph .`` in a src-layout repository): pyproject ``[tool.setuptools]``
+    ``package-dir``/``packages.find.where``, hatch/poetry package locations, setup.cfg
+    ``[options]``, else a ``src/`` directory. Empty when nothing is declared or ``path``
+    lies inside a package hierarchy (its detected root then holds)."""
+    top = _norm(path)
+    if not tree.is_dir(top) or not any(tree.is_file(posixpath.join(top, name)) for name in _METADATA):
+        return []
+    dirs = _metadata_dirs(tree, top)
+    if not dirs and tree.is_dir(posixpath.join(top, "src")):
+        dirs = ["src"]
+    found = [_norm(posixpath.join(top, d)) for d in dirs]
+    return [d for d in dict.fromkeys(found) if tree.is_dir(d) and d != top]
+
+
+def _metadata_dirs(tree: SourceTree, top: str) -> list[str]:
+    dirs: list[str] = []
+    try:
+        text = tree.read(posixpath.join(top, "pyproject.toml")).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    dirs += _pyproject_dirs(text)
+    try:
+        cfg = tree.read(posixpath.join(top, "setup.cfg")).decode("utf-8", "replace")
+    except OSError:
+        cfg = ""
+    return dirs + _setup_cfg_dirs(cfg)
+
+
+def _pyproject_dirs(text: str) -> list[str]:
+    if not text:
+        return []
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the same spellings, by pattern
+        return [next(g for g in groups if g) for groups in re.findall(_PYPROJECT_PATTERN, text)]
+    try:
+        tool = tomllib.loads(text).get("tool", {})
+    except tomllib.TOMLDecodeError:
+        return []
+    setuptools = tool.get("setuptools", {})
+    dirs = []
+    for package, where in dict(setuptools.get("package-dir", {})).items():
+        dirs.append(where if not package else posixpath.dirname(where.rstrip("/")) or ".")
+    find = setuptools.get("packages", {})
+    dirs += list(find.get("find", {}).get("where", [])) if isinstance(find, dict) else []
+    wheel = tool.get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+    dirs += [posixpath.dirname(p.rstrip("/")) or "." for p in wheel.get("packages", [])]
+    dirs += [p["from"] for p in tool.get("poetry", {}).get("packages", []) if isinstance(p, dict) and "from" in p]
+    return [d for d in dirs if isinstance(d, str)]
+
+
+_PYPROJECT_PATTERN = (
+    r'package-dir\s*=\s*\{\s*""\s*=\s*"([^"]+)"'  # setuptools package-dir
+    r'|where\s*=\s*\[\s*"([^"]+)"'  # setuptools packages.find
+    r'|packages\s*=\s*\[\s*"([^"]+)/[^"/]+/?"'  # hatch wheel packages
+    r'|from\s*=\s*"([^"]+)"'  # poetry packages
+)
+
+
+def _setup_cfg_dirs(text: str) -> list[str]:
+    if not text:
+        return []
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return []
+    dirs = []
+    for line in parser.get("options", "package_dir", fallback="").splitlines():
+        name, sep, where = line.partition("=")
+        if sep and not name.strip():
+            dirs.append(where.strip())
+    where = parser.get("options.packages.find", "where", fallback="").strip()
+    return dirs + ([where] if where else [])
 
 
 def is_library_dir(path: str) -> bool:
@@ -211,6 +298,15 @@ class Project:
             roots = self._roots_for(name)
             found = self._namespaces[name] = any(self.tree.is_dir(posixpath.join(root, rel)) for root in roots)
         return found
+
+    def in_library_root(self, top: str) -> bool:
+        """A top-level module installed in a root that is a library directory (the other
+        packages of ``flydeps graph site-packages/mylib``): a library, not a missing module."""
+        return any(
+            is_library_dir(r)
+            and (self.tree.is_file(posixpath.join(r, top + ".py")) or self.tree.is_dir(posixpath.join(r, top)))
+            for r in self.roots
+        )
 
     def _roots_for(self, name: str) -> list[str]:
         top = name.partition(".")[0]

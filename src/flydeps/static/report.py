@@ -88,7 +88,7 @@ def format_tree(
     lines.append("")
     lines.append(
         f"{len(graph.roots)} roots, {len(graph.nodes)} nodes ({externals} external, {unresolved} unresolved), "
-        f"{len(graph.edges)} edges" + (f"; {len(diagnostics)} problems" if diagnostics else "")
+        f"{len(graph.edges)} edges" + (f"; {n} problems" if (n := sum(not d.note for d in diagnostics)) else "")
     )
     return "\n".join(lines) + "\n"
 

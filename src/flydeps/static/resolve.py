@@ -10,8 +10,12 @@ same model, node ids, own digests and edge labels as the runtime discovery
   table, attribute chains through modules and classes, ``self.x``/``cls.x`` on the owner
   class's MRO (a method reached through a subclass is ``mod:Base.m@mod:Sub``);
 * nested function codes are ``nested`` edges; free variables that name a function of an
-  enclosing scope are ``closure`` edges (values computed at call time are covered by the
-  enclosing code's digest and its arguments, as at run time);
+  enclosing scope are ``closure`` edges; a nested function also links to its enclosing
+  code (``<enclosing>``), which produces its closure cells, defaults and decorator
+  arguments (a kernel nested in a plain builder is a root of its own);
+* decorator call arguments (``known_block_size=[N, 1, 1]``) are ``#decorator.N`` nodes;
+  ``Cls.m = transform(Cls.m)`` at module level links ``Cls.m`` to the patch (``#patch.N``);
+  ``except ImportError:`` rebinding links readers to the fallback too (``f (fallback)``);
 * literal globals and defaults digest like the runtime's value snapshot; other values
   digest their normalized expression and are tagged ``static-expression``;
 * library code is an ``external:`` leaf (``distribution==version``), what cannot be
@@ -40,6 +44,7 @@ __all__ = ["RootSpec", "build_graph", "role_tags"]
 
 Owner = tuple[str, str]  # (module, class qualname)
 STATIC_EXPRESSION = "static-expression"
+_CALL_TIME = "local value known only at call time"
 _OBJECT_ATTRIBUTES = frozenset(dir(object)) | {"__dict__", "__name__", "__qualname__", "__module__", "__weakref__"}
 _VALUE_EDGE = {"type": EdgeKind.CALLS, "func": EdgeKind.DECORATES}
 
@@ -129,7 +134,7 @@ def scope_resolve(index: Index, loaded: LoadedModule, start: str, text: str) -> 
     elif isinstance(found[0], (DefBinding, ClassBinding, ImportBinding)):
         target = index.binding_target(loaded, head, found[0])
     else:
-        return unresolved("local value known only at call time")
+        return unresolved(_CALL_TIME)
     return index.follow(target, tuple(rest), head)[0]
 
 
@@ -164,6 +169,10 @@ class _Builder(GraphBuilder):
         code = target.kind in ("def", "class", "external", "builtin")
         default = EdgeKind.CALLS if code or target.kind == "unresolved" else EdgeKind.READS
         self.edge(src, self.target_node(src, target, label), kind or default, label)
+        if target.fallback is not None:  # ``except ImportError: def f``: runs where the import fails
+            fallback = self.index.fallback_target(*target.fallback)
+            if fallback is not None:
+                self.link(src, fallback, f"{label} (fallback)", kind)
 
     def target_node(self, src: str, target: Target, label: str) -> str:
         if target.kind == "def":
@@ -221,9 +230,41 @@ class _Builder(GraphBuilder):
             self.class_cell(nid, loaded, info, owner)
         if not info.parent or info.kind == "method":  # only these exist as function objects
             self.defaults(nid, loaded, info)
+        if info.parent:
+            # The enclosing code runs first and produces everything a nested function is made
+            # of: its closure cells, defaults, annotations and decorator arguments.
+            self.edge(nid, self.code(loaded.name, info.parent, owner), EdgeKind.CLOSURE, "<enclosing>")
         for text in info.decorators:
             if text:
                 self.link(nid, decorator_target(self.index, loaded, info, text), "@" + text, EdgeKind.DECORATES)
+        for index, args in info.decorator_args:
+            self.decorator_args(nid, loaded, info, index, args)
+        if info.kind == "method":
+            self.patches(nid, loaded, info)
+
+    def decorator_args(self, nid: str, loaded: LoadedModule, info: CodeInfo, index: int, args: ValueBinding) -> None:
+        """``@flyc.kernel(known_block_size=[N, 1, 1])``: the arguments as written, and what
+        they read where the ``def`` stands (a builder's locals: see ``<enclosing>``)."""
+        vid = f"{nid}#decorator.{index}"
+        self.add(vid, NodeKind.GLOBAL, args.digest, detail=args.text, tags=frozenset({STATIC_EXPRESSION}))
+        self.edge(nid, vid, EdgeKind.DECORATES, f"@{info.decorators[index] or 'decorator'}(...)")
+        for _, text in args.refs:
+            target = decorator_target(self.index, loaded, info, text)
+            if not (target.kind == "unresolved" and target.reason == _CALL_TIME):
+                self.link(vid, target, text)
+
+    def patches(self, nid: str, loaded: LoadedModule, info: CodeInfo) -> None:
+        """``Cls.m = transform(Cls.m)`` after the class statement: what the patch reads
+        (``transform``) is a dependency of the method it replaces."""
+        cls_qual, _, attr = info.qualname.rpartition(".")
+        for n, (module, binding) in enumerate(self.index.patches_of(loaded.name, cls_qual, attr)):
+            vid = f"{nid}#patch.{n}"  # the patch expression as written (its literal arguments)
+            self.add(vid, NodeKind.GLOBAL, binding.digest, detail=binding.text, tags=frozenset({STATIC_EXPRESSION}))
+            self.edge(nid, vid, EdgeKind.DECORATES, f"@{cls_qual}.{attr} = ...")
+            for _, text in binding.refs:
+                target = self.index.resolve_dotted(module, text)[0]
+                if (target.kind, target.module, target.qualname) != ("def", loaded.name, info.qualname):
+                    self.link(nid, target, "@" + text, EdgeKind.DECORATES)
 
     def self_ref(self, nid: str, attr: str, owner: Owner | None) -> None:
         label = f"self.{attr}"
@@ -321,7 +362,7 @@ class _Builder(GraphBuilder):
         if info is None or loaded is None:
             return self.unresolved(nid, target.qualname, "no such class in the source")
         exact = bool(info.digest)
-        digest = info.digest or _digest("class-body", *(f"{n}={getattr(b, 'digest', '')}" for n, b in info.body))
+        digest = info.digest or info.body_digest
         tags = frozenset() if exact else frozenset({STATIC_EXPRESSION})
         location = Location(loaded.file.location_path, info.line)
         if self.add(nid, NodeKind.CLASS, digest, location=location, tags=tags):

@@ -30,13 +30,14 @@ from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
 from . import parse
 from .parse import SummaryCache
 from .project import Diagnostic, Project, is_library_dir
+from .symbols import assumed_installed
 
 if TYPE_CHECKING:
     from .analyze import Analysis
 
 __all__ = ["ResultCache", "request_key"]
 
-_VERSION = b"flydeps-static-result-v4"
+_VERSION = b"flydeps-static-result-v5"
 _EDGE_KINDS = {k.value: k for k in EdgeKind}
 _NODE_KINDS = {k.value: k for k in NodeKind}
 _KIND: dict[object, str] = {k: k.value for k in (*NodeKind, *EdgeKind)}
@@ -52,7 +53,7 @@ class _Entry(NamedTuple):
     environment: str
     nodes: tuple[tuple, ...]
     edges: tuple[tuple[str, str, str, str], ...]
-    diagnostics: tuple[tuple[str, int, str], ...]
+    diagnostics: tuple[tuple[str, int, str, bool], ...]
     digests: tuple[tuple[str, str], ...]
 
 
@@ -64,7 +65,19 @@ def _code_salt() -> bytes:
     for path in sorted(
         [
             *here.glob("*.py"),
-            *(here.parent / n for n in ("graph.py", "_builder.py", "_bytecode.py", "_values.py", "_origin.py")),
+            *(
+                here.parent / n
+                for n in (
+                    "graph.py",
+                    "_builder.py",
+                    "_bytecode.py",
+                    "_opcodes.py",
+                    "_normalize.py",
+                    "_disref.py",
+                    "_values.py",
+                    "_origin.py",
+                )
+            ),
         ]
     ):
         try:
@@ -95,6 +108,7 @@ def request_key(paths: Sequence[str], roots: Sequence[str], files: Iterable[tupl
     """Key of a request: what was asked and the bytes of the requested files."""
     h = blake3(_code_salt())
     h.update(str(parse.MAX_FILE_BYTES).encode() + b"\0")  # decides which files are skipped
+    h.update(",".join(sorted(assumed_installed())).encode() + b"\0")  # decides which imports are libraries
     for part in (*paths, "\0", *roots, "\0"):
         h.update(part.encode("utf-8", "surrogateescape") + b"\0")
     for path, data in files:
@@ -148,7 +162,7 @@ class ResultCache:
             environment=_environment(),
             nodes=tuple(_node_tuple(n) for n in graph.nodes.values()),
             edges=tuple((e.src, e.dst, _KIND[e.kind], e.label) for e in graph.edges),
-            diagnostics=tuple((d.path, d.line, d.message) for d in diagnostics),
+            diagnostics=tuple((d.path, d.line, d.message, d.note) for d in diagnostics),
             digests=tuple(analysis.digests.items()),
         )
         self.store.put_object("r" + key, tuple(entry), "marshal")

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 
 
 class ImportBinding(NamedTuple):
@@ -126,13 +126,17 @@ class CodeInfo(NamedTuple):
     scope: tuple[tuple[str, Binding], ...]
     decorator_scope: tuple[tuple[str, Binding], ...] = ()
     annotations: str = ""  # digest of the annotation expressions as written, '' when none
+    # (index, arguments) of each decorator written as a call (``@flyc.kernel(known_block_size=
+    # [N, 1, 1])``): the arguments digested as written, with the names they read.
+    decorator_args: tuple[tuple[int, ValueBinding], ...] = ()
 
 
 class ClassInfo(NamedTuple):
     """A class statement: bases and decorators as dotted names ('' where not a plain dotted
     name); ``body`` is what the class body binds, in order. ``digest`` is the runtime's class
     digest (qualname + snapshot of its non-code attributes) when the body holds only methods
-    and literal values, else '' (the resolver then digests the body's expressions).
+    and literal values (no annotated fields, no decorators), else '' (the resolver then uses
+    ``body_digest``: ``@fx.struct`` fields live in annotations).
     ``base_scope`` holds the earlier binding of a base name the class statement rebinds
     (``class ConstantOp(ConstantOp)`` refines an imported class of the same name)."""
 
@@ -143,6 +147,7 @@ class ClassInfo(NamedTuple):
     body: tuple[tuple[str, Binding], ...]
     digest: str
     base_scope: tuple[tuple[str, Binding], ...] = ()
+    body_digest: str = ""  # the body as written (fields, annotations, method signatures), no docstring
 
 
 class Problem(NamedTuple):
@@ -162,3 +167,10 @@ class FileSummary(NamedTuple):
     classes: tuple[ClassInfo, ...]
     codes: tuple[CodeInfo, ...]
     problems: tuple[Problem, ...]
+    # ``try: from lib import f`` / ``except ImportError: def f``: the handler's module-level
+    # binding of a name the ``try`` body bound (both are dependencies of a reader).
+    fallbacks: tuple[tuple[str, Binding], ...] = ()
+    # ``Cls.m = transform(Cls.m)`` at module level: (class name as written, attribute, value).
+    patches: tuple[tuple[str, str, ValueBinding], ...] = ()
+    # Top-level modules imported inside ``try`` blocks that handle ImportError: optional.
+    optional_imports: tuple[str, ...] = ()

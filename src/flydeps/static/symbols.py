@@ -14,6 +14,10 @@ alias cycles end as ``unresolved`` ("import cycle").
 from __future__ import annotations
 
 import builtins
+import functools
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -52,12 +56,14 @@ class LoadedModule:
     scope: dict[str, Binding] = field(init=False, compare=False)
     codes: dict[str, CodeInfo] = field(init=False, compare=False)
     classes: dict[str, ClassInfo] = field(init=False, compare=False)
+    fallbacks: dict[str, Binding] = field(init=False, compare=False)
     _tables: dict[str, dict[str, Binding]] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", dict(self.summary.scope))
         object.__setattr__(self, "codes", {c.qualname: c for c in self.summary.codes})
         object.__setattr__(self, "classes", {c.qualname: c for c in self.summary.classes})
+        object.__setattr__(self, "fallbacks", dict(self.summary.fallbacks))
         object.__setattr__(self, "_tables", {})
 
     @property
@@ -88,6 +94,8 @@ class Target(NamedTuple):
     ``owner`` is the class (module, qualname) a method was looked up through. ``home`` is
     the (module, name) namespace entry a value was read from when it is not where the value
     is defined (``from .a import TABLE``): the runtime names value nodes by that entry.
+    ``fallback`` names a module-level entry that an ``except ImportError`` handler binds
+    again (``try: from lib import f`` / ``except ImportError: def f``).
     """
 
     kind: str
@@ -98,10 +106,37 @@ class Target(NamedTuple):
     binding: Binding | None = None
     owner: tuple[str, str] | None = None
     home: tuple[str, str] | None = None
+    fallback: tuple[str, str] | None = None  # (module, name) bound again by ``except ImportError``
 
 
 def unresolved(reason: str) -> Target:
     return Target("unresolved", reason=reason)
+
+
+ASSUME_INSTALLED = "FLYDEPS_ASSUME_INSTALLED"
+
+
+def installed(top: str) -> bool:
+    """True when top-level module ``top`` is a library: importable here (stdlib, builtin,
+    an installed distribution) or named in ``FLYDEPS_ASSUME_INSTALLED`` (comma-separated:
+    analysing a kernel repository on a machine without FlyDSL)."""
+    return top in assumed_installed() or _importable(top)
+
+
+def assumed_installed() -> frozenset[str]:
+    raw = os.environ.get(ASSUME_INSTALLED, "")
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _importable(top: str) -> bool:
+    """Found with ``importlib.util.find_spec``, which imports nothing for a top-level name."""
+    if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 Loader = Callable[[str], "LoadedModule | None"]
@@ -117,6 +152,11 @@ class Index:
         self._modules: dict[str, Target] = {}
         self._globals: dict[tuple[str, str], Target] = {}
         self.tags: dict[tuple[str, str], frozenset[str]] = {}  # role tags, filled by resolve
+        self._patches: dict[tuple[str, str, str], list[tuple[str, ValueBinding]]] = {}
+        self._patched_modules: set[str] = set()  # modules whose patches are in ``_patches``
+        # Absolute imports of modules that are neither project modules nor installed:
+        # module -> (path, line) of the first import (reported as diagnostics).
+        self.missing: dict[str, tuple[str, int]] = {}
 
     def module(self, name: str) -> LoadedModule | None:
         return self._load(name)
@@ -135,7 +175,8 @@ class Index:
             return None
         binding = loaded.scope.get(name)
         if binding is not None:
-            return _at_home(self.binding_target(loaded, name, binding, seen), module, name)
+            bound = _at_home(self.binding_target(loaded, name, binding, seen), module, name)
+            return bound._replace(fallback=(module, name)) if name in loaded.fallbacks else bound
         found = self._star_lookup(loaded, name, seen)
         if found is not None:
             return _at_home(found, module, name)
@@ -205,7 +246,7 @@ class Index:
         if base is None:
             return unresolved(f"relative import beyond the top-level package in {loaded.name}")
         if not imp.name:
-            return self.module_target(base)
+            return self._installed_or_missing(loaded, imp, self.module_target(base))
         sub = f"{base}.{imp.name}"
         # ``from . import env`` in a package's own __init__: the submodule, not the binding itself.
         if self.module(base) is not None and base != loaded.name:
@@ -218,7 +259,20 @@ class Index:
             return Target("external", dotted=sub)  # compiled code inside the project: a leaf
         if self.module(base) is not None or imp.level:
             return unresolved(f"module {base} has no name {imp.name}")
-        return Target("external", dotted=sub)
+        return self._installed_or_missing(loaded, imp, Target("external", dotted=sub))
+
+    def _installed_or_missing(self, loaded: LoadedModule, imp: ImportBinding, target: Target) -> Target:
+        """An absolute import of a library must name an installed one: anything else is
+        probably a project package outside the roots (a src layout) and must not pass as a
+        library leaf."""
+        top = target.dotted.partition(".")[0]
+        if target.kind != "external" or imp.level or installed(top) or self.project.in_library_root(top):
+            return target
+        if top not in loaded.summary.optional_imports:  # ``try: import x / except ImportError``
+            self.missing.setdefault(top, (loaded.file.path, imp.line or 1))
+        return unresolved(
+            f"{top} is neither a module of the project (roots: {', '.join(self.project.roots)}) nor installed"
+        )
 
     def module_target(self, name: str) -> Target:
         found = self._modules.get(name)
@@ -285,6 +339,28 @@ class Index:
         if name in _MODULE_ATTRIBUTES:
             return Target("value", module=module, qualname=name, binding=LocalBinding(0, "the import system"))
         return self._builtin(name)
+
+    def fallback_target(self, module: str, name: str) -> Target | None:
+        """What the ``except ImportError`` handler of ``module`` binds to ``name``."""
+        loaded = self.module(module)
+        binding = loaded.fallbacks.get(name) if loaded else None
+        if loaded is None or binding is None:
+            return None
+        return _at_home(self.binding_target(loaded, name, binding), module, name)
+
+    def patches_of(self, module: str, cls_qual: str, attr: str) -> list[tuple[str, ValueBinding]]:
+        """``Cls.attr = value`` statements (in any loaded module) that patch class
+        ``module:cls_qual`` after its creation: (module of the statement, value)."""
+        self.module(module)
+        for loaded in list(getattr(self._load, "loaded", {}).values()):
+            if loaded is None or loaded.name in self._patched_modules:
+                continue
+            self._patched_modules.add(loaded.name)
+            for text, name, value in loaded.summary.patches:
+                cls = self.resolve_dotted(loaded.name, text)[0]
+                if cls.kind == "class":
+                    self._patches.setdefault((cls.module, cls.qualname, name), []).append((loaded.name, value))
+        return self._patches.get((module, cls_qual, attr), [])
 
     # -- classes ---------------------------------------------------------------------
     def class_info(self, target: Target) -> ClassInfo | None:

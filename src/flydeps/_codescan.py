@@ -1,0 +1,291 @@
+"""The direct ``co_code`` decoder: the byte stream a code digest hashes, without ``dis``.
+
+Contract: reads code objects only. One pass over ``co_code`` with this interpreter's
+tables (:mod:`flydeps._opcodes`) yields, per instruction, the bytes the digest hashes
+(opname and fully resolved argument; jump targets as instruction indices), then
+:func:`assemble` undoes layout-dependent compiler choices (:mod:`flydeps._normalize`),
+appends the exception table and hashes. :mod:`flydeps._disref` feeds :func:`assemble`
+the same instructions decoded by ``dis``; the tests hold the two equal on every code
+object of the project, its examples and fixtures and the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import CodeType
+
+from blake3 import blake3
+
+from ._bytecode import _TAG, REF_NAMES, NameRef, canonical_const, refs_from
+from ._normalize import PAIR_HALVES, inline_exit_blocks, static_swaps
+from ._opcodes import COPIES_EXIT_BLOCKS, TABLE, ArgKind, OpTable
+
+__all__ = ["Decoded", "assemble", "decode", "exception_token", "header", "name_token", "target_index"]
+
+# Flags that only restate structure already digested: CO_NESTED, CO_NOFREE (3.10).
+_FLAGS_IGNORED = 0x0010 | 0x0040
+# The opcodes whose arguments the references read (all others only end a chain).
+_REF_OPS = frozenset(op for op, name in enumerate(TABLE.names) if name in REF_NAMES) if TABLE else frozenset()
+
+_HEADERS: dict[tuple, bytes] = {}  # most helpers share a signature shape: encode each once
+
+
+def header(code: CodeType) -> bytes:
+    """Signature shape, flags and variable names: the digest's first bytes."""
+    shape = (
+        code.co_argcount,
+        code.co_posonlyargcount,
+        code.co_kwonlyargcount,
+        code.co_flags & ~_FLAGS_IGNORED,
+        code.co_varnames,
+        code.co_freevars,
+        code.co_cellvars,
+    )
+    encoded = _HEADERS.get(shape)
+    if encoded is None:
+        if len(_HEADERS) >= 4096:
+            _HEADERS.clear()
+        encoded = _HEADERS[shape] = _TAG + canonical_const(shape)
+    return encoded
+
+
+def name_token(name: object, flags: int | None) -> bytes:
+    """A name argument, with the flag bits packed next to its index (``None``: none packed)."""
+    text = canonical_const(name)
+    return b" " + text if flags is None else b" " + text + b"/%d" % flags
+
+
+def exception_token(start: int, end: int, target: int, depth: int, lasti: int) -> bytes:
+    """One exception-table entry, its offsets already turned into instruction indices."""
+    return b"\nexc %d %d %d %d %d" % (start, end, target, depth, lasti)
+
+
+def target_index(index: dict[int, int], unit: int, count: int, end: int) -> int:
+    """Instruction index of code unit ``unit``, rounding forward over skipped filler (a jump
+    to an ``EXTENDED_ARG`` or ``NOP``); ``count`` past the last instruction (``end``: the
+    code's length in units)."""
+    found = index.get(unit)
+    while found is None and unit < end:
+        unit += 1
+        found = index.get(unit)
+    return count if found is None else found
+
+
+_NONE, _FILLER, _RAW, _CONST, _FREE = ArgKind.NONE, ArgKind.FILLER, ArgKind.RAW, ArgKind.CONST, ArgKind.FREE
+_NAME, _LOCAL = ArgKind.NAME, ArgKind.LOCAL
+_JUMP_FORWARD, _JUMP_ABSOLUTE, _PAIR = ArgKind.JUMP_FORWARD, ArgKind.JUMP_ABSOLUTE, ArgKind.LOCAL_PAIR
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A code object's instructions, filler dropped and super-instructions split in two.
+
+    ``units[p]`` is the code unit instruction ``p`` starts at (negative for the second
+    half of a super-instruction: no jump lands there), ``tokens[p]`` its digest bytes
+    (for a jump, without the target), ``jumps`` maps positions to target code units,
+    ``seen`` is what the references need (position, opname, resolved argument) and
+    ``describe()`` gives each instruction's opname, argument bytes and SWAP operand for
+    the static-swap rule (called only when ``has_swap``)."""
+
+    units: list[int]
+    tokens: list[bytes]
+    jumps: dict[int, int]
+    seen: list[tuple[int, str, object]]
+    has_swap: bool
+    describe: Callable[[], tuple[list[str], list[bytes], list[int]]]
+
+
+def assemble(code: CodeType, decoded: Decoded) -> tuple[str, tuple[NameRef, ...]]:
+    """Digest and references of decoded instructions: static swaps applied, jump and
+    exception-table offsets turned into instruction indices, small exit blocks copied
+    into jumps (3.13), everything hashed."""
+    units, tokens, jumps = decoded.units, decoded.tokens, decoded.jumps
+    if decoded.has_swap:
+        tokens, units, jumps = _apply_static_swaps(code, decoded)
+    index = dict(zip(units, range(len(units))))
+    count, size = len(units), len(code.co_code) // 2
+    targets = {p: target_index(index, unit, count, size) for p, unit in jumps.items()}
+    exceptions = [
+        (target_index(index, start, count, size), target_index(index, end, count, size), handler, depth, lasti)
+        for start, end, handler, depth, lasti in _exception_entries(code)
+        for handler in (target_index(index, handler, count, size),)
+    ]
+    if COPIES_EXIT_BLOCKS and targets:
+        tokens, targets, exceptions = inline_exit_blocks(tokens, targets, exceptions)
+    parts = [header(code), *tokens]
+    for p, target in targets.items():
+        parts[p + 1] += b" ->%d" % target
+    parts += [exception_token(*entry) for entry in exceptions]
+    return blake3(b"".join(parts)).hexdigest(), refs_from(code, decoded.seen)
+
+
+def _apply_static_swaps(code: CodeType, decoded: Decoded) -> tuple[list[bytes], list[int], dict[int, int]]:
+    """Tokens in the order the static swaps give, removed SWAPs dropped (their code units
+    too: a jump to one lands on the next instruction), jumps renumbered."""
+    units = decoded.units
+    names, arguments, swap_args = decoded.describe()
+    position = dict(zip(units, range(len(units))))
+    targets = [*decoded.jumps.values()] + [u for e in _exception_entries(code) for u in (e[0], e[1], e[2])]
+    size = len(code.co_code) // 2
+    barriers = {p for p in (target_index(position, unit, len(units), size) for unit in targets) if p < len(units)}
+    order, dropped = static_swaps(names, arguments, swap_args, barriers)
+    kept = [p for p in range(len(units)) if p not in dropped]
+    renumber = {p: n for n, p in enumerate(kept)}
+    tokens = [decoded.tokens[order[p]] for p in kept]
+    jumps = {renumber[p]: target for p, target in decoded.jumps.items() if p in renumber}
+    return tokens, [units[p] for p in kept], jumps
+
+
+def decode(code: CodeType, table: OpTable) -> tuple[str, tuple[NameRef, ...]]:
+    """Digest and references from ``co_code`` read directly (no ``dis``)."""
+    return assemble(code, _scan(code, table))
+
+
+def _scan(code: CodeType, table: OpTable) -> Decoded:
+    """One pass over ``co_code`` (the cold path's inner loop: locals only, the most
+    frequent kinds first)."""
+    raw = code.co_code
+    ops, args = raw[0::2], raw[1::2]
+    resolve = _Arguments(code, table)
+    cache, ref_ops, kinds, sizes, simple = resolve.cache, _REF_OPS, table.kinds, table.sizes, _SIMPLE
+    units: list[int] = []
+    tokens: list[bytes] = []
+    jumps: dict[int, int] = {}
+    seen: list[tuple[int, str, object]] = []
+    add_unit, add_token, extended = units.append, tokens.append, table.extended_arg
+    n, i, ext = len(ops), 0, 0
+    while i < n:
+        op = ops[i]
+        kind = kinds[op]
+        if kind == _FILLER:
+            ext = (ext | args[i]) << 8 if op == extended else 0
+            i += 1
+            continue
+        arg, ext = ext | args[i], 0
+        if _CONST <= kind <= _FREE:
+            entry = cache.get((op << 32) | arg) or resolve.entry(kind, op, arg)
+            if op in ref_ops:
+                seen.append((len(units), table.names[op], entry[1]))
+            add_token(entry[0])
+        elif kind <= _RAW:
+            add_token(simple.get((op << 32) | arg) or _simple_token(table, kind, op, arg))
+        elif kind == _PAIR:
+            resolve.pair(op, arg, i, units, tokens, seen)
+            i += sizes[op]
+            continue
+        else:
+            jumps[len(tokens)] = _jump_target(kind, i + sizes[op], arg)
+            add_token(table.tokens[op])
+        add_unit(i)
+        i += sizes[op]  # past the instruction's inline caches
+    has_swap = table.swap is not None and table.swap in ops
+    return Decoded(units, tokens, jumps, seen, has_swap, lambda: resolve.describe(units, tokens, raw))
+
+
+_SIMPLE: dict[int, bytes] = {}  # (op << 32) | arg -> token of an instruction indexing no table
+
+
+def _simple_token(table: OpTable, kind: int, op: int, arg: int) -> bytes:
+    token = table.tokens[op] if kind == _NONE else table.tokens[op] + b" %d" % arg
+    if len(_SIMPLE) < 65536:
+        _SIMPLE[(op << 32) | arg] = token
+    return token
+
+
+def _jump_target(kind: int, after: int, arg: int) -> int:
+    """The code unit a jump lands on (relative jumps count from after the inline caches)."""
+    if kind == _JUMP_ABSOLUTE:
+        return arg
+    return after + arg if kind == _JUMP_FORWARD else after - arg
+
+
+class _Arguments:
+    """Arguments that index a code object's tables, resolved and encoded once per code."""
+
+    __slots__ = ("code", "table", "shifts", "localsplus", "cells", "varnames", "cache")
+
+    def __init__(self, code: CodeType, table: OpTable) -> None:
+        self.code, self.table = code, table
+        self.shifts = table.shifts
+        self.localsplus = table.localsplus
+        self.cells: tuple[str, ...] | None = None
+        self.varnames: tuple[str, ...] | None = None
+        self.cache: dict[int, tuple[bytes, object]] = {}  # (op << 32) | arg -> (token, value)
+
+    def entry(self, kind: int, op: int, arg: int) -> tuple[bytes, object]:
+        """(opname and argument bytes, resolved argument) of an instruction, memoized."""
+        value = self.value(kind, op, arg)
+        if kind == _NAME:
+            shift = self.shifts[op]
+            token = name_token(value, arg & ((1 << shift) - 1) if shift else None)
+        elif type(value) is str:  # variable names: canonical_const's str case, inline
+            token = b" s%d:" % len(value) + value.encode("utf-8", "surrogatepass")
+        else:
+            token = b" " + canonical_const(value)
+        entry = self.cache[(op << 32) | arg] = (self.table.tokens[op] + token, value)
+        return entry
+
+    def pair(
+        self, op: int, arg: int, unit: int, units: list[int], tokens: list[bytes], seen: list[tuple[int, str, object]]
+    ) -> None:
+        """A super-instruction as the two instructions it fuses; the second half gets a
+        negative unit of its own (no jump lands between the halves)."""
+        halves = PAIR_HALVES[self.table.names[op]]
+        for offset, (name, index) in enumerate(zip(halves, (arg >> 4, arg & 15))):
+            value = self.local(index)
+            seen.append((len(units), name, value))
+            tokens.append(b"\n" + name.encode() + b" " + canonical_const(value))
+            units.append(unit if offset == 0 else -len(units))
+
+    def describe(self, units: list[int], tokens: list[bytes], raw: bytes) -> tuple[list[str], list[bytes], list[int]]:
+        """Opnames, argument bytes and SWAP operands per instruction, for the static swaps."""
+        names: list[str] = []
+        for p, unit in enumerate(units):
+            if unit < 0:
+                names.append(PAIR_HALVES[names[p - 1]][1])
+                names[p - 1] = PAIR_HALVES[names[p - 1]][0]
+            else:
+                names.append(self.table.names[raw[2 * unit]])
+        arguments = [token[len(name) + 1 :] for name, token in zip(names, tokens)]
+        swap_args = [raw[2 * unit + 1] if name == "SWAP" else 0 for name, unit in zip(names, units)]
+        return names, arguments, swap_args
+
+    def value(self, kind: int, op: int, arg: int) -> object:
+        if kind == _CONST:
+            return self.code.co_consts[arg]
+        if kind == _NAME:
+            return self.code.co_names[arg >> self.shifts[op]]
+        return self.local(arg) if kind == _LOCAL or self.localsplus else self.free(arg)
+
+    def local(self, arg: int) -> str:
+        names = self.varnames
+        if names is None:
+            names = self.varnames = self.code.co_varnames
+        if arg < len(names):  # 3.11+: the fast locals start with co_varnames
+            return names[arg]
+        return self.code._varname_from_oparg(arg)  # type: ignore[attr-defined]
+
+    def free(self, arg: int) -> str:  # 3.10: cells, then free variables
+        if self.cells is None:
+            self.cells = self.code.co_cellvars + self.code.co_freevars
+        return self.cells[arg]
+
+
+def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int, int]]:
+    """``co_exceptiontable`` (3.11+) as (start, end, target, depth, lasti) in code units."""
+    table = getattr(code, "co_exceptiontable", b"")
+    pos, n = 0, len(table)
+    while pos < n:
+        fields = []
+        for _ in range(4):
+            byte = table[pos]
+            value = byte & 63
+            pos += 1
+            while byte & 64:
+                byte = table[pos]
+                value = (value << 6) | (byte & 63)
+                pos += 1
+            fields.append(value)
+        start, length, target, depth_lasti = fields
+        yield start, start + length, target, depth_lasti >> 1, depth_lasti & 1

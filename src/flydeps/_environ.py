@@ -1,0 +1,262 @@
+"""Environment reads made during a build: recorded while it runs, re-checked cheaply after.
+
+Contract
+--------
+``with recording() as rec: build()`` records every read of ``os.environ`` (and
+``os.environb``) that the *current thread* makes while the block runs, whoever makes it: the
+build's own code, a helper that did ``from os import environ`` long before, ``os.getenv``,
+``environ.get(...)``, ``environ[...]``, ``name in environ``, and listing (``for k in environ``,
+``dict(environ)``, ``.items()``, ``.copy()``). ``rec.reads()`` returns a frozen
+:class:`EnvReads`: each variable with the value as first read (``None`` when it was absent)
+and, when the build listed the environment, the set of names it saw.
+
+* :meth:`EnvReads.holds` answers "would the build read the same values now?" with one
+  C-level read per variable of the live ``os.environ`` storage and an equality check of
+  the raw values (no copy of the environment); a build that listed the environment also
+  compares the set of names. :meth:`EnvReads.changes` lists ``(name, old, new)`` for logs.
+* Mechanism: while at least one recording is active anywhere in the process, the class of
+  the one ``os.environ`` object is swapped for a subclass whose ``__getitem__`` /
+  ``__iter__`` note the read and then do exactly what ``os._Environ`` does. The storage is
+  never replaced, so a write made during a build (by it or by another thread) lands where
+  every reader, including code that cached ``os.environ._data``, sees it. Reads made by
+  other threads are not attributed to the build. The class is restored when the last
+  recording ends (in ``finally``); recordings nest, and a read is noted by every active
+  recording of the thread (an inner build's read is also a read of the outer build).
+* :func:`paused` stops attributing the thread's reads while a block runs, for lookups
+  whose *result* the consumer keys itself (the launcher keys FlyDSL's resolved target, so
+  the selector variables FlyDSL reads to resolve it are not reads of the trace).
+* :func:`note` adds a finished build's reads to the active recordings of the thread: a
+  consumer that serves a cached result from inside another build (a ``cached_factory`` hit
+  inside a trace) calls it so the outer build depends on what the inner one read.
+
+Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C code calling
+``getenv(3)``, a subprocess). This module imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+__all__ = ["EMPTY", "EnvReads", "Recorder", "note", "paused", "recording"]
+
+_Environ = type(os.environ)
+_ORIGINAL_CLASS = _Environ
+_ENVIRONS = [os.environ] + ([os.environb] if os.supports_bytes_environ else [])
+_DATA = getattr(os.environ, "_data", None)
+# POSIX keys ``_data`` by the OS-encoded bytes of each name; elsewhere (Windows) by an
+# upper-cased str. ``encodekey`` is os.environ's own key encoder on every platform.
+_encodekey = getattr(os.environ, "encodekey", None)
+
+
+def _raw_key(name: str) -> object:
+    return _encodekey(name) if _encodekey is not None else name
+
+
+@dataclass(frozen=True)
+class EnvReads:
+    """What one build read of the environment: ``(name, value or None)`` in first-read order,
+    plus the names it saw when it listed the environment (``None`` when it never did)."""
+
+    values: tuple[tuple[str, str | None], ...] = ()
+    listed: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        for item in self.values:
+            if not (
+                type(item) is tuple and len(item) == 2 and type(item[0]) is str and type(item[1]) in (str, type(None))
+            ):
+                raise TypeError(
+                    f"EnvReads(values=...) takes (name: str, value: str | None) pairs, got {item!r}; "
+                    "build it with flydeps._environ.recording() rather than by hand"
+                )
+        if self.listed is not None and not (
+            type(self.listed) is frozenset and all(type(n) is str for n in self.listed)
+        ):
+            raise TypeError(f"EnvReads(listed=...) takes a frozenset of names or None, got {self.listed!r}")
+        keys = tuple(_raw_key(name) for name, _v in self.values)
+        raws = tuple(None if v is None else _raw_key_value(v) for _n, v in self.values)
+        listed = None if self.listed is None else frozenset(_raw_key(n) for n in self.listed)
+        object.__setattr__(self, "_listed_raw", listed)
+        object.__setattr__(
+            self, "holds", _compile_holds(keys, raws, listed) if type(_DATA) is dict else self._holds_slow
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.values) or self.listed is not None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _v in self.values)
+
+    def holds(self) -> bool:  # replaced per instance by a generated function (see _compile_holds)
+        """True when every variable still has the value the build read (and, if it listed
+        the environment, the same names exist). Reads the live storage; copies nothing."""
+        return self._holds_slow()
+
+    def _holds_slow(self) -> bool:
+        if any(os.environ.get(name) != value for name, value in self.values):
+            return False
+        return self.listed is None or set(os.environ) == self.listed
+
+    def changes(self) -> list[tuple[str, str | None, str | None]]:
+        """``(name, value the build read, value now)`` for every read that no longer holds;
+        a listing that no longer holds reports each added or removed name."""
+        out = [(n, v, os.environ.get(n)) for n, v in self.values if os.environ.get(n) != v]
+        if self.listed is not None:
+            now = set(os.environ)
+            out += [(n, None, os.environ.get(n)) for n in sorted(now - self.listed)]
+            out += [(n, "<listed>", None) for n in sorted(self.listed - now)]
+        return out
+
+    def merged(self, other: EnvReads) -> EnvReads:
+        """Both builds' reads; a name read by both keeps the value ``self`` read first."""
+        seen = dict(self.values)
+        extra = tuple((n, v) for n, v in other.values if n not in seen)
+        listed = self.listed if other.listed is None else (self.listed or frozenset()) | other.listed
+        return EnvReads(self.values + extra, listed)
+
+
+def _compile_holds(keys: tuple, raws: tuple, listed: frozenset | None) -> Callable[[], bool]:
+    """``holds`` for one set of reads, unrolled: one dict ``get`` and one ``==`` per variable
+    (bytes compare by identity first), plus one keys-view comparison for a listing."""
+    ns: dict[str, object] = {"_get": _DATA.get, "_keys": _DATA.keys, "_listed": listed}  # type: ignore[union-attr]
+    terms = []
+    for i, (key, raw) in enumerate(zip(keys, raws)):
+        ns[f"k{i}"], ns[f"v{i}"] = key, raw
+        terms.append(f"_get(k{i}) is None" if raw is None else f"_get(k{i}) == v{i}")
+    if listed is not None:
+        terms.append("_keys() == _listed")
+    src = f"def holds():\n    return {' and '.join(terms) or 'True'}\n"
+    exec(compile(src, "<flydeps-env-reads>", "exec"), ns)
+    return ns["holds"]  # type: ignore[return-value]
+
+
+def _raw_key_value(value: str) -> object:
+    encodevalue = getattr(os.environ, "encodevalue", None)
+    return encodevalue(value) if encodevalue is not None else value
+
+
+EMPTY = EnvReads()
+
+
+class Recorder:
+    """The reads of one recording; filled by the current thread, read with :meth:`reads`."""
+
+    __slots__ = ("_values", "_listed")
+
+    def __init__(self) -> None:
+        self._values: dict[str, str | None] = {}
+        self._listed: set[str] | None = None
+
+    def _note(self, name: str, value: str | None) -> None:
+        self._values.setdefault(name, value)
+
+    def _note_listing(self, names: list[str]) -> None:
+        self._listed = set(names) if self._listed is None else self._listed | set(names)
+
+    def _note_reads(self, reads: EnvReads) -> None:
+        for name, value in reads.values:
+            self._values.setdefault(name, value)
+        if reads.listed is not None:
+            self._note_listing(list(reads.listed))
+
+    def reads(self) -> EnvReads:
+        listed = None if self._listed is None else frozenset(self._listed)
+        return EnvReads(tuple(self._values.items()), listed) if self._values or listed is not None else EMPTY
+
+
+# thread ident -> the active recorders of that thread, outermost first
+_active: dict[int, list[Recorder]] = {}
+# thread ident -> depth of paused() blocks: reads there are attributed to no recording
+_paused: dict[int, int] = {}
+_lock = threading.Lock()
+_get_ident = threading.get_ident
+
+
+def _as_name(key: object) -> str:
+    return os.fsdecode(key) if isinstance(key, bytes) else str(key)
+
+
+def _recorders() -> list[Recorder] | None:
+    ident = _get_ident()
+    return None if ident in _paused else _active.get(ident)
+
+
+class _RecordingEnviron(_Environ):  # type: ignore[misc,valid-type]
+    """``os._Environ`` that notes the reads of threads that are recording."""
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        recorders = _recorders()
+        try:
+            value = _Environ.__getitem__(self, key)
+        except KeyError:
+            if recorders:
+                for rec in recorders:
+                    rec._note(_as_name(key), None)
+            raise
+        if recorders:
+            name, text = _as_name(key), (os.fsdecode(value) if isinstance(value, bytes) else value)
+            for rec in recorders:
+                rec._note(name, text)
+        return value
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        keys = list(_Environ.__iter__(self))
+        recorders = _recorders()
+        if recorders:
+            names = [_as_name(k) for k in keys]
+            for rec in recorders:
+                rec._note_listing(names)
+        return iter(keys)
+
+
+def _swap(cls: type) -> None:
+    for environ in _ENVIRONS:
+        environ.__class__ = cls
+
+
+@contextmanager
+def recording() -> Iterator[Recorder]:
+    """Record the current thread's environment reads while the block runs."""
+    rec = Recorder()
+    ident = _get_ident()
+    with _lock:
+        if not _active:
+            _swap(_RecordingEnviron)
+        _active.setdefault(ident, []).append(rec)
+    try:
+        yield rec
+    finally:
+        with _lock:
+            stack = _active[ident]
+            stack.remove(rec)
+            if not stack:
+                del _active[ident]
+            if not _active:
+                _swap(_ORIGINAL_CLASS)
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Attribute no read of this thread to any recording while the block runs: for a
+    consumer that keys the *result* of a lookup itself (a resolved compile target) and
+    would otherwise depend on the variables that lookup happens to read."""
+    ident = _get_ident()
+    _paused[ident] = _paused.get(ident, 0) + 1
+    try:
+        yield
+    finally:
+        depth = _paused.pop(ident) - 1
+        if depth:
+            _paused[ident] = depth
+
+
+def note(reads: EnvReads) -> None:
+    """Add ``reads`` (a finished build's) to every recording active in this thread."""
+    if reads:
+        for rec in _recorders() or ():
+            rec._note_reads(reads)

@@ -1,0 +1,178 @@
+"""The build protocol: snapshot before a build, compare after, adopt only the build's own writes.
+
+Contract: one mechanism for every consumer that caches a build made from live code
+(:func:`flydeps.cached_factory`, the ``flydsl_runtime`` launchers):
+
+1. :func:`begin` (before the build runs) takes the fingerprint of the roots known before the
+   build, the module-level bindings the reachable code may write (read from its bytecode,
+   :func:`flydeps._writes.write_targets`) and the digest of each of those values now;
+2. the consumer runs the build (a factory call, a FlyDSL trace);
+3. :func:`finish` records, process-wide, each written value's ``before -> after`` digests
+   (:data:`flydeps._writes.TRANSITIONS`): from now on that step is a managed build's own
+   effect for every consumer in the process;
+4. the consumer fingerprints what it keeps and calls :func:`judge` (``subset=True``: the kept
+   fingerprint may have more roots, e.g. the factory's return value).
+
+:func:`judge` compares a baseline with a newer fingerprint node by node and returns a
+:class:`Judgement`: ``SAME`` (nothing that matters changed), ``ADOPT`` (only data values
+changed, each along steps recorded by managed builds), ``DATA`` (a data value changed that
+no managed build explains) or ``CODE`` (code, a binding to code, or the structure changed).
+After a build, anything but SAME/ADOPT means the state the build read changed while it ran:
+the consumer returns the result to its caller (who started before the change) and does not
+keep it, so every later call rebuilds. The same :func:`judge` decides when a guard fails on
+a kept entry, and :mod:`flydeps.drift` turns its verdict into an action.
+
+Residual limit: a write to a value the build itself writes, made by another thread while the
+build runs, is indistinguishable from the build's own write and is adopted. Writes through
+closures, ``self``/class attributes, ``setattr`` or C code are not attributed to the build:
+they count as somebody else's change (the build is rebuilt or follows ``on_drift``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FunctionType
+from typing import TypeVar
+
+from ._bindings import BindingKind
+from ._writes import TRANSITIONS, WriteTarget, write_targets
+from .fingerprint import Fingerprint, NodeDiff, fingerprint_roots
+from .graph import DepGraph, NodeKind
+
+__all__ = ["BuildStart", "Judgement", "Verdict", "begin", "begin_roots", "finish", "judge", "stable"]
+
+T = TypeVar("T")
+_DATA_KINDS = frozenset({NodeKind.GLOBAL, NodeKind.OBJECT})
+_RETRIES = 64
+
+
+class Verdict(str, enum.Enum):
+    SAME = "same"  # nothing that matters changed
+    ADOPT = "adopt"  # only data changed, every change explained by managed builds
+    DATA = "data"  # a data value changed that no managed build explains
+    CODE = "code"  # code, a binding to code or the dependency structure changed
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict plus the differences that were not adopted, newest state as ``new``."""
+
+    verdict: Verdict
+    diffs: tuple[NodeDiff, ...] = ()
+    adopted: tuple[str, ...] = ()
+
+    def reasons(self) -> str:
+        return "; ".join(str(d) for d in self.diffs) or "the dependency structure changed"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildStart:
+    """What :func:`begin` saw before the build: the fingerprint and the written values' digests."""
+
+    fingerprint: Fingerprint
+    writes: tuple[WriteTarget, ...]
+    states: tuple[str | None, ...]
+
+
+def stable(fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)``, retried while another thread resizes a container it iterates.
+
+    Structural reads of user data (discovery, snapshots) can meet ``RuntimeError: dictionary
+    changed size during iteration``; the read is simply repeated, never surfaced."""
+    for _ in range(_RETRIES - 1):
+        try:
+            return fn(*args)
+        except RuntimeError as exc:
+            if "during iteration" not in str(exc):
+                raise
+    return fn(*args)
+
+
+def begin(fp: Fingerprint) -> BuildStart:
+    """Start a build whose reads are described by ``fp`` (validated just before by its guard)."""
+    functions = _functions(fp)
+    writes = write_targets(functions)
+    return BuildStart(fp, writes, tuple(w.state() for w in writes))
+
+
+def begin_roots(roots: Sequence[tuple[object, type | None, str]]) -> BuildStart:
+    """:func:`begin` with a fresh fingerprint of ``roots``."""
+    return begin(stable(fingerprint_roots, tuple(roots)))
+
+
+def finish(start: BuildStart) -> None:
+    """Record every written value's ``before -> after`` step as a managed build's effect."""
+    for target, before in zip(start.writes, start.states):
+        TRANSITIONS.record(before, target.state())
+
+
+def judge(old: Fingerprint, new: Fingerprint, *, subset: bool = False) -> Judgement:
+    """Compare baseline ``old`` with ``new`` (see the module docstring).
+
+    ``subset``: ``new`` has more roots than ``old``; only what ``old``'s roots reach counts."""
+    if subset:
+        if all(new.node_digests.get(r) == old.node_digests.get(r) for r in old.graph.roots):
+            return Judgement(Verdict.SAME)
+    elif new.digest == old.digest:
+        return Judgement(Verdict.SAME)
+    before, after = old.graph.nodes, new.graph.nodes
+    adopted = {
+        nid
+        for nid, node in before.items()
+        if node.kind in _DATA_KINDS
+        and nid in after
+        and after[nid].digest != node.digest
+        and TRANSITIONS.explains(node.digest, after[nid].digest)
+    }
+    reach = _reachable(old.graph, adopted)
+    diffs = _rebound(old.graph, new.graph, reach - adopted)
+    for nid in sorted(reach):
+        node = before[nid]
+        if nid not in after:
+            diffs.append(NodeDiff(nid, node.kind, "removed", node.detail))
+        elif after[nid].digest != node.digest and nid not in adopted:
+            diffs.append(NodeDiff(nid, node.kind, "changed", node.detail, after[nid].detail))
+    kept = tuple(sorted(adopted))
+    if not diffs:
+        return Judgement(Verdict.ADOPT if kept else Verdict.SAME if subset else Verdict.CODE, (), kept)
+    data = all(d.kind is NodeKind.GLOBAL and d.status == "changed" for d in diffs)
+    return Judgement(Verdict.DATA if data else Verdict.CODE, tuple(diffs), kept)
+
+
+def _functions(fp: Fingerprint) -> list[FunctionType]:
+    discovery = fp._discovery
+    if discovery is None:
+        return []
+    seen: dict[int, FunctionType] = {}
+    for b in discovery.bindings:
+        if b.kind is BindingKind.ATTR and type(b.container) is FunctionType:
+            seen.setdefault(id(b.container), b.container)
+    return list(seen.values())
+
+
+def _reachable(graph: DepGraph, stop: set[str]) -> set[str]:
+    """Nodes reachable from the roots without going through a node of ``stop``."""
+    seen = set(graph.roots)
+    todo = list(graph.roots)
+    while todo:
+        nid = todo.pop()
+        if nid in stop:
+            continue
+        for e in graph.successors(nid):
+            if e.dst not in seen:
+                seen.add(e.dst)
+                todo.append(e.dst)
+    return seen
+
+
+def _rebound(old: DepGraph, new: DepGraph, reach: set[str]) -> list[NodeDiff]:
+    """Names read by a reached node that now resolve to another node."""
+    before = {(e.src, e.kind, e.label): e.dst for e in old.edges if e.src in reach}
+    out = []
+    for e in new.edges:
+        was = before.get((e.src, e.kind, e.label))
+        if was is not None and was != e.dst:
+            out.append(NodeDiff(f"{e.label} (read by {e.src})", new.nodes[e.dst].kind, "rebound", was, e.dst))
+    return out

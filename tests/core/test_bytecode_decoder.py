@@ -1,0 +1,103 @@
+"""The direct ``co_code`` decoder gives the same digest and references as the ``dis`` reference.
+
+Corpus: every code object (modules, classes, functions, lambdas, comprehensions) of the
+examples, the test fixtures and the standard library of the running interpreter. The
+stdlib's own regression-test package (``test/``, ~60k more code objects) is included
+with ``FLYDEPS_FULL_STDLIB=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from types import CodeType
+
+import pytest
+
+from flydeps import _bytecode, _codescan, _disref
+from flydeps._bytecode import code_digest, code_refs, iter_qualnames
+from flydeps._opcodes import TABLE
+
+pytestmark = pytest.mark.skipif(TABLE is None, reason="no opcode tables for this interpreter: dis is the decoder")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python_files(root: Path, skip: frozenset[str] = frozenset()) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                yield Path(dirpath) / name
+
+
+def _codes(files: Iterator[Path]) -> Iterator[tuple[str, CodeType]]:
+    for path in files:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):  # lib2to3 / test data written for other grammars
+            continue
+        yield f"{path}::<module>", module
+        for qualname, code in iter_qualnames(module):
+            yield f"{path}::{qualname}", code
+
+
+def _mismatches(codes: Iterator[tuple[str, CodeType]]) -> tuple[int, list[str]]:
+    assert TABLE is not None
+    count, bad = 0, []
+    for where, code in codes:
+        count += 1
+        if _codescan.decode(code, TABLE) != _disref.analyze(code):
+            bad.append(where)
+    return count, bad
+
+
+def test_project_sources_examples_and_fixtures() -> None:
+    roots = [ROOT / "src", ROOT / "examples", ROOT / "tests", ROOT / "benchmarks"]
+    count, bad = _mismatches(code for root in roots for code in _codes(_python_files(root)))
+    assert count > 1000
+    assert bad == [], bad[:20]
+
+
+def test_standard_library() -> None:
+    skip = {"site-packages"} if os.environ.get("FLYDEPS_FULL_STDLIB") == "1" else {"site-packages", "test"}
+    count, bad = _mismatches(_codes(_python_files(Path(sysconfig.get_paths()["stdlib"]), frozenset(skip))))
+    assert count > 10000
+    assert bad == [], bad[:20]
+
+
+def test_live_functions_use_the_decoder_and_agree() -> None:
+    import json.decoder
+
+    for fn in (json.decoder.JSONDecoder.raw_decode, json.decoder.py_scanstring, _python_files):
+        code = fn.__code__
+        _bytecode._analysis.clear()
+        assert code_digest(code) == _disref.code_digest(code)
+        assert _bytecode._analysis.lookup(code) == _disref.analyze(code)  # digest and references
+        assert code_refs(code)
+
+
+def test_extended_args_and_long_jumps() -> None:
+    # > 256 constants and names, and jumps longer than 255 code units: EXTENDED_ARG prefixes.
+    body = "\n".join(f"    if x == {i}:\n        y = n{i}.a{i}({i}.5)" for i in range(300))
+    source = f"def f(x):\n    y = None\n{body}\n    return y\n"
+    code = next(c for q, c in iter_qualnames(compile(source, "m.py", "exec")) if q == "f")
+    assert TABLE is not None and TABLE.extended_arg in code.co_code[0::2]
+    assert _codescan.decode(code, TABLE) == _disref.analyze(code)
+    shifted = source.replace("if x == 299:", "if x == 298:")
+    other = next(c for q, c in iter_qualnames(compile(shifted, "m.py", "exec")) if q == "f")
+    assert code_digest(other) != code_digest(code)
+
+
+def test_reference_is_the_fallback_without_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = "def f(a, *, k=1):\n    return g(a, k=k) + [i for i in a]\n"
+    code = next(c for q, c in iter_qualnames(compile(source, "m.py", "exec")) if q == "f")
+    expected = code_digest(code)
+    monkeypatch.setattr(_bytecode, "TABLE", None)
+    monkeypatch.setattr(_bytecode, "_analysis", _bytecode._CodeMemo())
+    assert code_digest(code) == expected

@@ -1,0 +1,154 @@
+"""flydeps._environ: environment reads recorded during a build, re-checked after it.
+
+The oracle is os.environ itself: what a build read is compared with what the recorder says
+it read, and `holds()` with a fresh re-read of the same names.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from os import environ as imported_early  # the alias kernel code takes at import time
+
+import pytest
+
+from flydeps import _environ
+from flydeps._environ import EMPTY, EnvReads, note, paused, recording
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FDT_A", "FDT_B", "FDT_C", "FDT_NEW"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_every_read_form_is_recorded_with_the_value_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FDT_A", "1")
+    with recording() as rec:
+        assert imported_early.get("FDT_A") == "1"
+        assert os.getenv("FDT_B", "dflt") == "dflt"
+        assert "FDT_C" not in os.environ
+        with pytest.raises(KeyError):
+            os.environ["FDT_NEW"]
+        if os.supports_bytes_environ:
+            assert os.environb.get(b"FDT_A") == b"1"
+    reads = rec.reads()
+    assert reads.values == (("FDT_A", "1"), ("FDT_B", None), ("FDT_C", None), ("FDT_NEW", None))
+    assert reads.listed is None and reads.holds()
+
+
+def test_holds_follows_the_live_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FDT_A", "1")
+    with recording() as rec:
+        os.environ.get("FDT_A")
+        os.environ.get("FDT_B")
+    reads = rec.reads()
+    for change, expected in (
+        (lambda: monkeypatch.setenv("FDT_A", "2"), [("FDT_A", "1", "2")]),
+        (lambda: monkeypatch.setenv("FDT_A", "1"), []),
+        (lambda: monkeypatch.setenv("FDT_B", ""), [("FDT_B", None, "")]),  # set-but-empty is not unset
+        (lambda: monkeypatch.delenv("FDT_B"), []),
+        (lambda: monkeypatch.delenv("FDT_A"), [("FDT_A", "1", None)]),
+    ):
+        change()
+        assert reads.changes() == expected
+        assert reads.holds() is (not expected)
+        assert reads.holds() == all(os.environ.get(n) == v for n, v in reads.values)
+
+
+def test_listing_the_environment_records_the_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    with recording() as rec:
+        snapshot = dict(os.environ)
+    reads = rec.reads()
+    assert reads.listed == frozenset(snapshot) and reads.holds()
+    monkeypatch.setenv("FDT_NEW", "x")
+    assert not reads.holds()
+    assert ("FDT_NEW", None, "x") in reads.changes()
+
+
+def test_only_the_recording_thread_is_attributed() -> None:
+    started, done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        started.wait()
+        os.environ.get("FDT_B")
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with recording() as rec:
+        started.set()
+        done.wait()
+        os.environ.get("FDT_A")
+    thread.join()
+    assert rec.reads().names == ("FDT_A",)
+
+
+def test_nested_recordings_and_restore_on_error() -> None:
+    with pytest.raises(ZeroDivisionError):
+        with recording() as outer:
+            os.environ.get("FDT_A")
+            with recording() as inner:
+                os.environ.get("FDT_B")
+                1 / 0  # noqa: B018
+    assert inner.reads().names == ("FDT_B",)
+    assert outer.reads().names == ("FDT_A", "FDT_B")  # an inner build's read is the outer's too
+    assert type(os.environ) is _environ._ORIGINAL_CLASS and not _environ._active
+
+
+def test_writes_during_a_recording_land_in_the_one_storage() -> None:
+    cached_data = os.environ._data  # code that cached the storage (FlyDSL's fast reads do)
+    with recording():
+        os.environ["FDT_NEW"] = "7"
+    try:
+        assert cached_data is os.environ._data
+        assert os.environ.get("FDT_NEW") == "7" and cached_data[os.fsencode("FDT_NEW")] == b"7"
+    finally:
+        del os.environ["FDT_NEW"]
+
+
+def test_paused_reads_and_noted_reads() -> None:
+    finished = EnvReads((("FDT_C", None),))
+    with recording() as rec:
+        with paused():
+            os.environ.get("FDT_A")
+        os.environ.get("FDT_B")
+        note(finished)  # a cached result served inside this build depends on what it read
+    assert rec.reads().names == ("FDT_B", "FDT_C")
+
+
+def test_concurrent_recordings_keep_their_own_reads() -> None:
+    errors: list[BaseException] = []
+
+    def build(i: int) -> None:
+        try:
+            for _ in range(200):
+                with recording() as rec:
+                    os.environ.get(f"FDT_T{i}")
+                assert rec.reads().names == (f"FDT_T{i}",)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert type(os.environ) is _environ._ORIGINAL_CLASS and not _environ._active
+
+
+def test_empty_reads_and_value_semantics() -> None:
+    assert not EMPTY and EMPTY.holds() and EMPTY.changes() == []
+    a = EnvReads((("FDT_A", None),))
+    assert a == EnvReads((("FDT_A", None),)) and hash(a) == hash(EnvReads((("FDT_A", None),)))
+    assert a.merged(EnvReads((("FDT_A", "x"), ("FDT_B", None)))).values == (("FDT_A", None), ("FDT_B", None))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [dict(values=(("FDT_A", 1),)), dict(values=("FDT_A",)), dict(values=((b"FDT_A", None),)), dict(listed={"FDT_A"})],
+)
+def test_bad_reads_name_the_argument(bad: dict) -> None:
+    with pytest.raises(TypeError, match=r"EnvReads\((values|listed)=\.\.\.\)"):
+        EnvReads(**bad)

@@ -1,0 +1,216 @@
+"""The mutation plan: every generator applied to every subject, and the fast subset.
+
+Contract
+--------
+:func:`build_plan` pairs each subject (:mod:`subjects`) with the mutations of the modules its
+trace can reach: the source edits of :mod:`sites` (edit + reload), a reload without edit,
+the live mutations of :mod:`live`, the environment variables the package reads while
+tracing (found in its source) plus FlyDSL's code-gen and target selectors and one unrelated
+variable, the ``fx.Constexpr[float]`` argument changes (``0.0 -> -0.0``, ``NaN -> NaN``, the
+next float up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
+another managed launcher sharing the helpers, and cosmetic edits under
+``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``. The control subject gets the mutations of its own
+module only. The order is deterministic; :func:`fast_subset` picks a stratified sample
+(every kind represented) for CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from live import live_mutations, python_function, resolve
+from model import Mutation, mutation_to_json
+from sites import source_sites
+from subjects import CONTROL, CONTROL_HELPER, SUBJECTS, Subject
+
+# FlyDSL's own variables: code generation, debug info, the target selector (ARCH stays gfx942).
+FLYDSL_ENV = (
+    ("FLYDSL_COMPILE_OPT_LEVEL", "1"),
+    ("FLYDSL_DEBUG_ENABLE_DEBUG_INFO", "1"),
+    ("FLYDSL_GPU_ARCH", "gfx950"),
+    ("RW_ORACLE_UNRELATED", "1"),
+)
+
+
+def env_reads(text: str) -> list[tuple[str, str]]:
+    """``(name, default)`` of every ``os.environ.get`` / ``os.getenv`` with a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = ast.unparse(node.func)
+            if func in ("os.environ.get", "os.getenv"):
+                default = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else ""
+                found.append((node.args[0].value, str(default)))
+    return found
+
+
+def _edits(subject: Subject, short: str, text: str, names: set[str]) -> list[Mutation]:
+    out = []
+    for site in source_sites(text, names):
+        where = f"{short}.py:{site.line}"
+        payload = (site.start, site.end, site.old, site.new)
+        out.append(Mutation(site.kind, subject.name, short, "edit", where, site.detail, payload))
+    out.append(Mutation("reload: no edit", subject.name, short, "reload", f"{short}.py", "importlib.reload"))
+    debug = (("FLYDSL_DEBUG_ENABLE_DEBUG_INFO", "1"),)
+    for site in source_sites(text, names):
+        if site.kind == "cosmetic: blank line":  # the first blank line of the module's first function
+            where = f"{short}.py:{site.line}"
+            payload = (site.start, site.end, site.old, site.new)
+            out.append(
+                Mutation("debug info: blank line", subject.name, short, "edit", where, site.detail, payload, debug)
+            )
+            break
+    return out
+
+
+def _env(subject: Subject, texts: dict[str, str]) -> list[Mutation]:
+    reads = sorted({r for short in subject.reaches for r in env_reads(texts[short])})
+    out = []
+    for name, default in reads:
+        value = {"0": "1", "1": "0"}.get(default, default + "_x")
+        out.append(
+            Mutation(
+                "env var (read while tracing)",
+                subject.name,
+                "",
+                "env",
+                name,
+                f"{default!r} -> {value!r}",
+                (name, value),
+            )
+        )
+    for name, value in FLYDSL_ENV:
+        kind = "env var (unrelated)" if name.startswith("RW_ORACLE") else "env var (FlyDSL)"
+        out.append(Mutation(kind, subject.name, "", "env", name, f"-> {value!r}", (name, value)))
+    return out
+
+
+def _args(subject: Subject) -> list[Mutation]:
+    out = []
+    for param, value in subject.float_params:
+        variants = (
+            (0.0, -0.0, "0.0 -> -0.0"),
+            (math.nan, math.nan, "NaN -> another NaN"),
+            (value, value * (1 + 2**-20) if value else 2.0**-100, f"{value!r} -> the next float32 step up"),
+            (1, 1.0, "int 1 -> float 1.0"),
+        )
+        for base, new, detail in variants:
+            base_args = ((param, ("value", base)),)
+            out.append(
+                Mutation(
+                    "constexpr float argument",
+                    subject.name,
+                    "",
+                    "args",
+                    param,
+                    detail,
+                    (param, ("value", new)),
+                    (),
+                    base_args,
+                )
+            )
+    if subject.module == "norms":
+        out.append(
+            Mutation(
+                "call form",
+                subject.name,
+                "",
+                "args",
+                "stream",
+                "defaulted stream passed explicitly",
+                ("stream", ("stream",)),
+            )
+        )
+    if subject.width_param:
+        out.append(
+            Mutation(
+                "constexpr int argument",
+                subject.name,
+                "",
+                "args",
+                subject.width_param,
+                "4 -> 8",
+                (subject.width_param, ("value", 8)),
+            )
+        )
+    return out
+
+
+def _others(subject: Subject) -> list[Mutation]:
+    if "memops" not in subject.reaches:
+        return []
+    other = "layernorm" if subject.name == "rmsnorm" else "rmsnorm"
+    return [
+        Mutation(
+            "shared write (other launcher)", subject.name, "", "other", other, "traces first (width 8)", (other, 8)
+        )
+    ]
+
+
+def _editable(pkg: object, short: str, entry: tuple) -> bool:
+    """Monkeypatch / ``__code__`` variants need a literal or an operator to change."""
+    _kind, op, _where, _detail, payload = entry
+    if op == "patch" and payload[1] == "edit":
+        fn = python_function(getattr(pkg.module(short), payload[0]))  # type: ignore[attr-defined]
+    elif op == "code":
+        fn = resolve(pkg.module(short), payload[0])  # type: ignore[attr-defined]
+    else:
+        return True
+    try:
+        pkg.first_edit(fn)  # type: ignore[attr-defined]
+    except LookupError:
+        return False
+    return True
+
+
+def build_plan(pkg: object) -> list[Mutation]:
+    """Every mutation for every subject (see the module docstring)."""
+    shorts = sorted({s for subj in (*SUBJECTS, CONTROL) for s in subj.reaches})
+    texts = {short: pkg.path(short).read_text() for short in shorts}  # type: ignore[attr-defined]
+    names = pkg.names()  # type: ignore[attr-defined]
+    live = {
+        short: [m for m in live_mutations(pkg.module(short), short) if _editable(pkg, short, m)] for short in shorts
+    }
+    plan: list[Mutation] = []
+    for subject in SUBJECTS:
+        for short in subject.reaches:
+            plan += _edits(subject, short, texts[short], names)
+            plan += [Mutation(k, subject.name, short, op, w, d, p) for k, op, w, d, p in live[short]]
+        plan += _env(subject, texts) + _args(subject) + _others(subject)
+    return plan + _control(texts, names, live)
+
+
+def _control(texts: dict[str, str], names: set[str], live: dict[str, list]) -> list[Mutation]:
+    """Semantic changes of the helper only a computed getattr reaches: each must be STALE."""
+    (short,) = CONTROL.reaches
+    out = [m for m in _edits(CONTROL, short, texts[short], names) if m.kind in ("edit+reload", "unrelated function")]
+    out += [
+        Mutation(k, CONTROL.name, short, op, w, d, p)
+        for k, op, w, d, p in live[short]
+        if k in ("monkeypatch", "__code__ swap")
+    ]
+    return [m for m in out if CONTROL_HELPER in m.detail or CONTROL_HELPER in m.where]
+
+
+def write_plan(pkg: object, scratch: Path, out: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(scratch))
+    plan = build_plan(pkg)
+    out.write_text(json.dumps([mutation_to_json(m) for m in plan]))
+
+
+def fast_subset(plan: list[Mutation], per_kind: int) -> list[int]:
+    """Indices of at most ``per_kind`` mutations of each kind, spread over the subjects."""
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for i, m in enumerate(plan):
+        by_kind[m.kind if m.subject != CONTROL.name else "control"].append(i)
+    chosen = []
+    for indices in by_kind.values():
+        step = max(1, len(indices) // per_kind)
+        chosen += indices[::step][:per_kind]
+    return sorted(chosen)

@@ -1,0 +1,324 @@
+"""One oracle worker process: plan the mutations, or run a batch of them on real compiles.
+
+Contract
+--------
+``python tests/oracle/worker.py plan OUT.json`` imports a copy of the real-world package and
+writes every mutation (:mod:`plan`). ``python tests/oracle/worker.py run PLAN.json I J ...``
+runs the mutations with those indices and prints one JSON :class:`~model.Outcome` per line.
+
+Each mutation runs on its own fresh copy of ``examples/kernels/realworld`` imported under a
+new package name (:class:`PackageCopy`), so nothing one mutation did can reach the next;
+the mutation itself is undone exactly afterwards (:mod:`apply`) and a fresh trace after the
+restore must give the baseline IR again. Per mutation (:func:`run_one`):
+
+1. baseline: FlyDSL's IR key of a fresh plain-FlyDSL trace (:func:`truth_key`), then the
+   flydsl_runtime launcher's first call (a miss; its entry must carry that IR key) and a
+   warm call (must be a hit);
+2. apply the mutation, call the launcher the way the caller holds it, and read whether it
+   retraced (``cache_info().misses`` moved), raised ``GlobalDriftError`` or hit;
+3. FlyDSL's IR key of a fresh plain trace of the mutated state: the ground truth;
+4. restore, and check a fresh trace gives the baseline IR again.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+import traceback
+import types
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+PACKAGE = HERE.parents[1] / "examples" / "kernels" / "realworld"
+
+from apply import applied, env_applied, value_of  # noqa: E402
+from flydsl.compiler.jit_function import JitFunction  # noqa: E402
+from model import LINE_EDIT_KINDS, Mutation, Outcome, is_user_data, mutation_from_json, outcome_to_json, verdict  # noqa: E402
+from sites import source_sites, used_names  # noqa: E402
+from subjects import BY_NAME, Subject, call_args  # noqa: E402
+
+from flydeps.errors import GlobalDriftError  # noqa: E402
+from flydsl_runtime import Launcher  # noqa: E402
+
+
+class PackageCopy:
+    """A private copy of the real-world package under a unique name, imported fresh."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.name = f"rw_{uuid.uuid4().hex[:10]}"
+        self.root = scratch / self.name
+        shutil.copytree(PACKAGE, self.root, ignore=shutil.ignore_patterns("__pycache__"))
+        self._mtime_step = 0
+        self._names: set[str] | None = None
+
+    def module(self, short: str) -> types.ModuleType:
+        return importlib.import_module(f"{self.name}.{short}")
+
+    def path(self, short: str) -> Path:
+        return self.root / f"{short}.py"
+
+    def drop(self) -> None:
+        for mod in [m for m in sys.modules if m == self.name or m.startswith(self.name + ".")]:
+            del sys.modules[mod]
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _write(self, short: str, data: bytes) -> types.ModuleType:
+        path = self.path(short)
+        path.write_bytes(data)
+        self._mtime_step += 2  # a new mtime, so no bytecode or rewrite cache reuses old code
+        stamp = time.time() + self._mtime_step
+        os.utime(path, (stamp, stamp))
+        importlib.invalidate_caches()
+        return importlib.reload(self.module(short))
+
+    @contextlib.contextmanager
+    def edited(self, short: str, start: int, end: int, old: str, new: str) -> Iterator[None]:
+        original = self.path(short).read_bytes()
+        text = original.decode()
+        if text[start:end] != old:
+            raise AssertionError(f"{short}.py[{start}:{end}] is {text[start:end]!r}, expected {old!r}")
+        self._write(short, (text[:start] + new + text[end:]).encode())
+        try:
+            yield
+        finally:
+            self._write(short, original)
+            if self.path(short).read_bytes() != original:
+                raise AssertionError(f"{short}.py was not restored exactly")
+
+    @contextlib.contextmanager
+    def reloaded(self, short: str) -> Iterator[None]:
+        importlib.reload(self.module(short))
+        yield
+
+    def definition_source(self, fn: types.FunctionType) -> tuple[str, int]:
+        """The dedented source of ``fn``'s definition, decorators included, and its first line."""
+        text = Path(fn.__code__.co_filename).read_text()
+        tree = ast.parse(text)
+        first = fn.__code__.co_firstlineno
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == fn.__name__:
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if start == first or node.lineno == first:
+                    lines = text.splitlines(keepends=True)[start - 1 : node.end_lineno]
+                    return textwrap.dedent("".join(lines)), start
+        raise LookupError(f"no definition of {fn.__qualname__} at line {first} of {fn.__code__.co_filename}")
+
+    def import_lines(self, fn: types.FunctionType) -> list[str]:
+        """The top-level import statements of ``fn``'s module, one line each."""
+        tree = ast.parse(Path(fn.__code__.co_filename).read_text())
+        return [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+    def first_edit(self, fn: types.FunctionType) -> tuple[int, int, str, str]:
+        """The first semantic edit of ``fn``'s body (a literal or an operator), for variants."""
+        source, _ = self.definition_source(fn)
+        for site in source_sites(source, self.names()):
+            if site.kind in ("edit+reload", "unrelated function") and site.detail.startswith(fn.__name__):
+                return site.start, site.end, site.old, site.new
+        raise LookupError(f"no literal or operator to edit in {fn.__qualname__}")
+
+    def names(self) -> set[str]:
+        if self._names is None:
+            names = used_names([ast.parse(p.read_text()) for p in sorted(self.root.glob("*.py"))])
+            # what callers outside the package use: the subjects' launchers
+            self._names = names | {part for s in BY_NAME.values() for part in s.path.split(".")}
+        return self._names
+
+    def resolve_subject(self, subject: Subject) -> tuple[object, Launcher, object]:
+        """What a caller holds: ``(callable, launcher, bound instance or None)``."""
+        obj: object = self.module(subject.module)
+        owner = None
+        for part in subject.path.split("."):
+            owner, obj = obj, getattr(obj, part)
+        if isinstance(obj, Launcher):
+            return obj, obj, None
+        launcher = vars(type(owner))[subject.path.split(".")[-1]]
+        return obj, launcher, owner
+
+    def call_other(self, subject_name: str, width: int) -> None:
+        """Another managed launcher sharing the helpers traces (with another width) first."""
+        other = BY_NAME[subject_name]
+        callable_, _, _ = self.resolve_subject(other)
+        args, kwargs = call_args(other, {other.width_param: width} if other.width_param else {})
+        callable_(*args, **kwargs)
+
+
+def truth_key(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) -> str:
+    """FlyDSL's IR key from a fresh trace by a plain ``JitFunction`` of the same function.
+
+    A new ``JitFunction`` sharing only the (already AST-rewritten) Python function: its
+    signature, memory cache and last-compiled state start empty, so nothing of an earlier
+    call is reused; FlyDSL's disk cache makes an unchanged IR cost no second compile.
+    """
+    jf = launcher.jit_function
+    fresh = object.__new__(JitFunction)
+    fresh.__dict__.update(jf.__dict__)
+    fresh.compile_hints = dict(jf.compile_hints)
+    fresh.cache_manager, fresh._sig, fresh._has_self_param = None, None, False
+    fresh._backend_target, fresh._mem_cache, fresh._last_compiled = None, {}, None
+    full = (bound_self, *args) if bound_self is not None else args
+    fresh._compile_or_execute(full, dict(kwargs), execute=False)
+    return fresh._last_compiled[0]
+
+
+@contextlib.contextmanager
+def lines_run(root: Path) -> Iterator[set[tuple[str, int]]]:
+    """``(file, line)`` of every line of the package copy that runs inside the block."""
+    prefix, seen = str(root), set()
+
+    def local(frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def calls(frame: types.FrameType, event: str, arg: object) -> object:
+        return local if frame.f_code.co_filename.startswith(prefix) else None
+
+    sys.settrace(calls)
+    try:
+        yield seen
+    finally:
+        sys.settrace(None)
+
+
+def _line_ran(m: Mutation, pkg: PackageCopy, ran: set[tuple[str, int]]) -> bool | None:
+    if m.kind not in LINE_EDIT_KINDS:
+        return None
+    return (str(pkg.path(m.module)), int(m.where.rpartition(":")[2])) in ran
+
+
+class _Reasons(logging.Handler):
+    """The launcher's own recompile reasons (``retracing ...: why``), kept for the report."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _decide(call: object, launcher: Launcher, args: tuple, kwargs: dict) -> tuple[str, str]:
+    before = launcher.cache_info().misses
+    reasons, logger = _Reasons(), logging.getLogger("flydsl_runtime")
+    logger.addHandler(reasons)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        call(*args, **kwargs)  # type: ignore[operator]
+    except GlobalDriftError as exc:
+        return "drift", str(exc)
+    except Exception as exc:  # noqa: BLE001 - any failure is a fact for the verdict
+        return "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        logger.removeHandler(reasons)
+        logger.setLevel(level)
+    return ("retrace" if launcher.cache_info().misses != before else "hit"), " | ".join(reasons.lines)
+
+
+def _truth(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) -> tuple[str | None, str]:
+    try:
+        return truth_key(launcher, bound_self, args, kwargs), ""
+    except Exception as exc:  # noqa: BLE001 - the mutated code may not trace at all
+        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _newest_ir(launcher: Launcher, known: set[str]) -> str | None:
+    fresh = [e.ir_key for e in launcher.entries() if e.ir_key not in known]
+    return fresh[-1] if fresh else None
+
+
+def run_one(m: Mutation, scratch: Path) -> Outcome:
+    started = time.perf_counter()
+    pkg = PackageCopy(scratch)
+    sys.path.insert(0, str(scratch))
+    environ = dict(os.environ)
+    try:
+        with env_applied(m.base_env):
+            outcome = _run(m, pkg, started)
+        if dict(os.environ) != environ:
+            return Outcome(m, "ERROR", outcome.decision, note="the environment was not restored exactly")
+        return outcome
+    except Exception as exc:  # noqa: BLE001 - the harness reports, never stops the batch
+        note = f"harness: {type(exc).__name__}: {exc} | {traceback.format_exc(limit=-3)}"
+        return Outcome(m, "ERROR", note=note, seconds=time.perf_counter() - started)
+    finally:
+        sys.path.remove(str(scratch))
+        pkg.drop()
+
+
+def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
+    subject = BY_NAME[m.subject]
+    base_kwargs = {k: value_of(v) for k, v in m.base_args}
+    args, kwargs = call_args(subject, base_kwargs)
+    call, launcher, bound_self = pkg.resolve_subject(subject)
+    ran: set[tuple[str, int]] = set()
+    if m.kind in LINE_EDIT_KINDS:  # its own trace: a trace function changes debug-info locations
+        with lines_run(pkg.root) as ran:
+            truth_key(launcher, bound_self, args, kwargs)
+    base = truth_key(launcher, bound_self, args, kwargs)
+    first, note = _decide(call, launcher, args, kwargs)
+    warm, warm_note = _decide(call, launcher, args, kwargs)
+    if first != "retrace" or warm != "hit" or launcher.entries()[0].ir_key != base:
+        why = f"baseline unstable: first call {first} {note}, warm call {warm} {warm_note}"
+        return Outcome(m, "ERROR", decision=warm, note=why, seconds=time.perf_counter() - started)
+    known = {e.ir_key for e in launcher.entries()}
+    with applied(m, pkg) as overrides:
+        m_args, m_kwargs = call_args(subject, {**base_kwargs, **overrides})
+        decision, why = _decide(call, launcher, m_args, m_kwargs)
+        truth, truth_note = _truth(launcher, bound_self, m_args, m_kwargs)
+    restored, restore_note = _truth(launcher, bound_self, args, kwargs)
+    facts = {"base": base, "truth": truth, "restored": restored, "line_ran": _line_ran(m, pkg, ran)}
+    changed = truth is not None and truth != base
+    result = verdict(decision, ir_changed=changed, truth_failed=truth is None, user_data=is_user_data(m))
+    note = (why or truth_note)[:600]
+    if decision == "retrace" and truth is not None and _newest_ir(launcher, known) not in (truth, None):
+        result, note = "ERROR", "the launcher's new entry has another IR key than a fresh FlyDSL trace"
+    if restored != base:
+        result, note = "ERROR", f"restore was not exact: fresh trace after restore gives {restored} {restore_note}"
+    return Outcome(m, result, decision, changed, note, time.perf_counter() - started, facts)
+
+
+def _setup_env() -> None:
+    """Real compiles without a GPU; the FlyDSL disk cache is the run's own directory."""
+    root = os.environ.get("ROCM_PATH") or os.environ.get("FLYDEPS_ROCM_ROOT") or "/opt/flydeps-rocm"
+    os.environ["ROCM_PATH"] = root
+    os.environ.setdefault("ARCH", "gfx942")
+    os.environ["COMPILE_ONLY"] = "1"
+    if not (Path(root) / "llvm/bin/ld.lld").exists():
+        raise SystemExit(f"oracle: no ROCm compile root at {root}: run .ci/setup_rocm.sh (lld-19, rocm-device-libs)")
+
+
+def main(argv: list[str]) -> int:
+    _setup_env()
+    scratch = Path(tempfile.mkdtemp(prefix="flydeps-oracle-"))
+    try:
+        if argv[:1] == ["plan"] and len(argv) == 2:
+            from plan import write_plan
+
+            write_plan(PackageCopy(scratch), scratch, Path(argv[1]))
+            return 0
+        if argv[:1] == ["run"] and len(argv) >= 2:
+            plan = [mutation_from_json(d) for d in json.loads(Path(argv[1]).read_text())]
+            for index in argv[2:]:
+                print(outcome_to_json(run_one(plan[int(index)], scratch)), flush=True)
+            return 0
+        print("usage: worker.py plan OUT.json | worker.py run PLAN.json INDEX...", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
