@@ -1,7 +1,8 @@
 """Cold code digests: the direct ``co_code`` decoder vs the ``dis`` reference, side by side.
 
-Two tables, both measured in one process with the two implementations interleaved (the
-best of several rounds each, so machine noise hits both alike):
+Two tables, both measured in one process with the implementations run in turn, round
+after round (the best round of each, garbage collection outside the timed runs, so
+machine noise hits all alike):
 
 1. per code object: every function of a few stdlib modules and of ``examples/``, digest
    and references computed from scratch (``_codescan.decode`` vs ``_disref.analyze``);
@@ -17,6 +18,7 @@ best of several rounds each, so machine noise hits both alike):
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import platform
@@ -54,23 +56,33 @@ def corpus() -> list[CodeType]:
     return codes
 
 
-def best(fn: Callable[[], None], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
+def timed(fn: Callable[[], None]) -> float:
+    gc.collect()
+    gc.disable()  # a collection landing in one variant's run is noise, not cost
+    try:
         start = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def interleaved(variants: list[Callable[[], None]], rounds: int) -> list[float]:
+    """Best time of each variant, the variants run in turn ``rounds`` times."""
+    best = [float("inf")] * len(variants)
+    for _ in range(rounds):
+        for k, fn in enumerate(variants):
+            best[k] = min(best[k], timed(fn))
+    return best
 
 
 def per_code(rounds: int) -> dict:
     codes = corpus()
     assert _bytecode.TABLE is not None, "no opcode tables for this interpreter"
     table = _bytecode.TABLE
-    dis_s = direct_s = float("inf")
-    for _ in range(3):  # interleaved
-        dis_s = min(dis_s, best(lambda: [_disref.analyze(c) for c in codes], rounds))
-        direct_s = min(direct_s, best(lambda: [_codescan.decode(c, table) for c in codes], rounds))
+    dis_s, direct_s = interleaved(
+        [lambda: [_disref.analyze(c) for c in codes], lambda: [_codescan.decode(c, table) for c in codes]], rounds
+    )
     n = len(codes)
     return {"codes": n, "dis_us": dis_s / n * 1e6, "direct_us": direct_s / n * 1e6, "ratio": dis_s / direct_s}
 
@@ -96,11 +108,7 @@ def cold_fingerprint(counts: list[int], rounds: int) -> list[dict]:
                     _bytecode.TABLE = table
 
             flydeps.fingerprint(launcher)  # import-time work out of the way
-            dis_s = direct_s = memo_s = float("inf")
-            for _ in range(3):
-                dis_s = min(dis_s, best(cold_dis, rounds))
-                direct_s = min(direct_s, best(cold, rounds))
-                memo_s = min(memo_s, best(lambda: flydeps.fingerprint(launcher), rounds))
+            dis_s, direct_s, memo_s = interleaved([cold_dis, cold, lambda: flydeps.fingerprint(launcher)], rounds)
             rows.append(
                 {
                     "helpers": n,
@@ -117,7 +125,7 @@ def cold_fingerprint(counts: list[int], rounds: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="10,100,400")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     codes = per_code(args.rounds)
@@ -133,9 +141,12 @@ def main() -> None:
     print("| helpers | dis reference | direct decoder | speed-up | code digests memoized | digest part speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")
     for r in cold:
+        digest_part = (
+            f"{r['digest_ratio']:.1f}x" if r["direct_us_per_helper"] > r["memoized_us_per_helper"] else "(noise)"
+        )
         print(
             f"| {r['helpers']} | {r['dis_us_per_helper']:.1f} µs | {r['direct_us_per_helper']:.1f} µs "
-            f"| {r['ratio']:.1f}x | {r['memoized_us_per_helper']:.1f} µs | {r['digest_ratio']:.1f}x |"
+            f"| {r['ratio']:.1f}x | {r['memoized_us_per_helper']:.1f} µs | {digest_part} |"
         )
 
 

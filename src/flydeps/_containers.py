@@ -91,8 +91,14 @@ def stable(read: Callable[[Any], Any], value: Any) -> Any:
 _SIZED = (dict, list, tuple, set, frozenset, collections.deque)
 
 
+_LEN_BY_ID = {id(t): t.__len__ for t in _SIZED}
+
+
 def base_len(value: Any) -> int:
     """``len(value)`` through the builtin base type's own ``__len__`` (0 for other types)."""
+    exact = _LEN_BY_ID.get(id(type(value)))
+    if exact is not None:
+        return exact(value)  # type: ignore[no-any-return]
     for base in _SIZED:
         if is_a(value, base):
             return base.__len__(value)  # type: ignore[no-any-return]

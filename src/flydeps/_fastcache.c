@@ -26,17 +26,20 @@
  *         false -> slow(args, kwargs or None, entry)   (the stale entry, for revalidation)
  *       slow(args, kwargs, stale) must do the counting, building and storing itself.
  *
- *   An entry is a tuple (check, value, fingerprint, cells, expected, fast) (factory._Entry):
- *   check() -> bool is the guard's full identity check; cells/expected are equal-length
- *   tuples of closure cells and the objects they must hold; fast is true only when the
- *   guard's other checks are covered by the two counters: its namespaces are watched by
- *   flydeps._watchext (whose counter this module reads through the capsule
- *   "flydeps._watchext._C_API"), it has no mutable-value checks, and function attribute
+ *   An entry is a tuple (check, value, fingerprint, cells, expected, fast[, env, nsdicts])
+ *   (factory._Entry): check() -> bool is the guard's full identity check; cells/expected are
+ *   equal-length tuples of closure cells and the objects they must hold; fast is true only
+ *   when the guard's other checks are covered by the two counters: its namespaces are
+ *   watched by flydeps._watchext (whose counter this module reads through the capsule
+ *   "flydeps._watchext._C_API"; CPython >= 3.12) or, on CPython 3.10/3.11, nsdicts is the
+ *   tuple of its namespace dicts and the namespace version is their largest PEP 509 tag
+ *   (read through the capsule "flydeps._dictver._C_API"), it has no mutable-value checks,
+ *   and function attribute
  *   changes are audited (gen_cell is flydeps._audit._GEN, a one-element list whose int is
  *   replaced on every __code__/__defaults__/__kwdefaults__ assignment; compared by
- *   identity against a held reference, so a seen object cannot be recycled). Without the
- *   capsule (CPython < 3.12, _watchext not built or too old) fast is ignored and every hit
- *   calls check(); with FLYDEPS_WATCH=off|ctypes, Guard.fast_parts() reports fast=False.
+ *   identity against a held reference, so a seen object cannot be recycled). Without either
+ *   capsule (an extension not built or too old) fast is ignored and every hit calls
+ *   check(); with FLYDEPS_WATCH=off|ctypes, Guard.fast_parts() reports fast=False.
  *   pending is flydeps._audit._PENDING: function attribute stores announced by the audit
  *   hook that may not have landed yet (the hook runs before CPython stores the value). While
  *   it is non-empty a passing check() may have read an old __code__ under the new
@@ -57,7 +60,8 @@
  *                                           a Python `+= 1` could lose a concurrent C increment)
  *     len(cache), .maxsize, .typed
  *     _link_state(key) -> (fast, validated) | None   test hook
- *   Module constant WATCH_API: 1 when the watcher counter was found (fast entries possible).
+ *   Module constants WATCH_API: 1 when the watcher counter was found; TAGS_API: 1 when the
+ *   PEP 509 tag reader was found (either makes fast entries possible).
  *   Descriptor: on an instance it returns a bound method (lru_cache semantics on methods).
  *
  * Design (model: CPython Modules/_functoolsmodule.c, bounded_lru_cache_wrapper):
@@ -92,6 +96,16 @@ typedef struct {
 
 static const FlydepsWatchAPI *watch_api = NULL;
 
+/* Shared with _dictver.c (CPython 3.10/3.11): the largest PEP 509 tag of a tuple of dicts. */
+typedef struct {
+    unsigned int abi;
+    long long (*tags_max)(PyObject *dicts);
+} FlydepsDictVerAPI;
+#define FLYDEPS_DICTVER_API_ABI 1u
+#define FLYDEPS_DICTVER_CAPSULE "flydeps._dictver._C_API"
+
+static const FlydepsDictVerAPI *dictver_api = NULL;
+
 /* Entry tuple layout. */
 #define E_CHECK 0
 #define E_VALUE 1
@@ -99,6 +113,7 @@ static const FlydepsWatchAPI *watch_api = NULL;
 #define E_EXPECTED 4
 #define E_FAST 5
 #define E_MIN_SIZE 6
+#define E_NSDICTS 7 /* optional: the tuple of namespace dicts whose tags version the entry */
 
 /* ------------------------------------------------------------------------------ Link */
 
@@ -244,6 +259,24 @@ current_version(void)
     return watch_api ? watch_api->version() : 0;
 }
 
+/* The namespace version of a fast entry: the watcher counter (3.12+), else the largest tag of
+   its namespace dicts (3.10/3.11; validate_entry checked they are a tuple of dicts). */
+static inline unsigned long long
+entry_version(PyObject *entry)
+{
+    if (watch_api != NULL) {
+        return watch_api->version();
+    }
+    if (dictver_api != NULL && PyTuple_GET_SIZE(entry) > E_NSDICTS) {
+        PyObject *dicts = PyTuple_GET_ITEM(entry, E_NSDICTS);
+        if (PyTuple_Check(dicts)) {
+            long long tag = dictver_api->tags_max(dicts);
+            return tag < 0 ? 0 : (unsigned long long)tag;
+        }
+    }
+    return 0;
+}
+
 /* Borrowed current audit generation object, or NULL (no exception) if gen_cell is empty. */
 static inline PyObject *
 current_gen(FastCache *self)
@@ -354,7 +387,7 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     }
     Py_INCREF(link);
     PyObject *entry = link->entry;
-    if (link->fast && link->g_seen != NULL && current_version() == link->v_seen &&
+    if (link->fast && link->g_seen != NULL && entry_version(entry) == link->v_seen &&
         current_gen(self) == link->g_seen && cells_hold(entry)) {
         /* Warm hit: no Python code ran since the lookup. */
         self->hits++;
@@ -365,7 +398,7 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     }
     /* Full check (Python code: the cache may change under us). */
     Py_INCREF(entry);
-    unsigned long long v = current_version();
+    unsigned long long v = entry_version(entry);
     PyObject *g = current_gen(self);
     Py_XINCREF(g);
     /* Read after g: a store announced before g was bumped is still listed here. */
@@ -396,6 +429,22 @@ fc_call(FastCache *self, PyObject *args, PyObject *kwds)
     return value;
 }
 
+/* 1 when the entry carries a tuple of exact dicts at E_NSDICTS (a tuple: never changes). */
+static int
+entry_has_nsdicts(PyObject *entry)
+{
+    if (PyTuple_GET_SIZE(entry) <= E_NSDICTS || !PyTuple_Check(PyTuple_GET_ITEM(entry, E_NSDICTS))) {
+        return 0;
+    }
+    PyObject *dicts = PyTuple_GET_ITEM(entry, E_NSDICTS);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dicts); i++) {
+        if (!PyDict_CheckExact(PyTuple_GET_ITEM(dicts, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* 0 when entry has the layout the call path relies on, else -1 with TypeError. *fast is set. */
 static int
 validate_entry(PyObject *entry, int *fast)
@@ -422,7 +471,7 @@ validate_entry(PyObject *entry, int *fast)
         }
     }
     PyObject *f = PyTuple_GET_ITEM(entry, E_FAST);
-    *fast = (f == Py_True) && watch_api != NULL;
+    *fast = (f == Py_True) && (watch_api != NULL || (dictver_api != NULL && entry_has_nsdicts(entry)));
     return 0;
 }
 
@@ -927,10 +976,24 @@ PyInit__fastcache(void)
         Py_DECREF(watchext);
     }
     if (api == NULL) {
-        PyErr_Clear(); /* no watcher extension here: entries are never fast */
+        PyErr_Clear(); /* no watcher extension here: fast entries need the tag reader */
     }
     else if (api->abi == FLYDEPS_WATCH_API_ABI && api->version != NULL) {
         watch_api = api;
+    }
+    if (watch_api == NULL) {
+        PyObject *dictver = PyImport_ImportModule("flydeps._dictver");
+        const FlydepsDictVerAPI *tags = NULL;
+        if (dictver != NULL) {
+            tags = (const FlydepsDictVerAPI *)PyCapsule_Import(FLYDEPS_DICTVER_CAPSULE, 0);
+            Py_DECREF(dictver);
+        }
+        if (tags == NULL) {
+            PyErr_Clear(); /* neither extension: entries are never fast */
+        }
+        else if (tags->abi == FLYDEPS_DICTVER_API_ABI && tags->tags_max != NULL) {
+            dictver_api = tags;
+        }
     }
     Py_INCREF(&FastCacheType);
     if (PyModule_AddObject(m, "FastCache", (PyObject *)&FastCacheType) < 0) {
@@ -938,7 +1001,8 @@ PyInit__fastcache(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "WATCH_API", watch_api != NULL) < 0) {
+    if (PyModule_AddIntConstant(m, "WATCH_API", watch_api != NULL) < 0 ||
+        PyModule_AddIntConstant(m, "TAGS_API", dictver_api != NULL) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -3,7 +3,9 @@
 Contract: pure functions over live objects used by discovery and value snapshots: names
 (module, qualified name, the definition's qualified name behind ``functools.wraps``), the
 class a function was defined in, whether a type or callable belongs to a library, the
-code-valued attributes of an instance, and the low-level reads they rest on.
+code-valued attributes of an instance, a library object's own reduction, the short safe
+description of a value for messages (:func:`describe`), and the low-level reads they rest
+on.
 
 Never runs user code, which rules out the obvious spellings:
 
@@ -22,21 +24,28 @@ Never runs user code, which rules out the obvious spellings:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from types import BuiltinFunctionType, CodeType, FunctionType, GetSetDescriptorType, MemberDescriptorType, ModuleType
 from typing import Any
 
 from . import _origin
 from ._bindings import MISSING, class_dict, dict_items, is_a, is_code
+from ._containers import sequence_items
 from .graph import Location
 
 __all__ = [
     "TypeTable",
+    "callable_module",
+    "canonical_repr",
+    "describe",
     "instance_dict",
     "is_a",
     "library_attr",
+    "library_reduce",
     "module_dict",
     "module_name",
+    "qualified",
     "type_bases",
     "type_module",
     "type_mro",
@@ -78,6 +87,9 @@ class TypeTable:
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+    def items(self) -> list[tuple[type, Any]]:
+        return [(t, self._by_id[id(t)]) for t in self._keep if id(t) in self._by_id]
 
     def along_mro(self, t: type) -> Any:
         """The value of the first class of ``t``'s MRO in the table (None when none is)."""
@@ -313,3 +325,88 @@ def function_module(fn: FunctionType) -> str:
     globals_ = fn.__globals__
     module = dict.get(globals_, "__name__", None) if is_a(globals_, dict) else None
     return module if type(module) is str else module_of(fn)
+
+
+def library_reduce(value: object, t: type) -> object:
+    """``value``'s own pickle reduction when a library class (not ``object``) defines it:
+    library code only, never a generic reduction that would look attributes up on the object."""
+    for klass in type_mro(t):
+        if klass is object:
+            return None
+        namespace = class_dict(klass)
+        if "__reduce_ex__" in namespace or "__reduce__" in namespace:
+            break
+    try:
+        return t.__reduce_ex__(value, 4)  # type: ignore[arg-type, call-arg]
+    except Exception:
+        return None
+
+
+def callable_module(obj: object) -> str:
+    t = type(obj)
+    module = obj.__module__ if t is FunctionType or t is BuiltinFunctionType else None  # type: ignore[attr-defined]
+    if is_a(obj, type):
+        return type_name(obj).rpartition(".")[0] or "?"  # type: ignore[arg-type]
+    return module if type(module) is str else "?"
+
+
+def qualified(obj: object) -> str:
+    return f"{callable_module(obj)}.{object_qualname(obj)}"
+
+
+_DESCRIBED_ATOMS = TypeTable((t, True) for t in (type(None), bool, int, float, complex, str, bytes, type(Ellipsis)))
+
+
+def describe(value: object, width: int = 60) -> str:
+    """A short description for messages: literal reprs for builtin atoms, ``<Type len=N>``
+    for containers, ``<module.Type object>`` otherwise. Never calls a user ``__repr__``."""
+    t = type(value)
+    if t in _DESCRIBED_ATOMS:
+        if t is int and value.bit_length() > 12_000:  # type: ignore[attr-defined]
+            text = f"<int bits={value.bit_length()}>"  # type: ignore[attr-defined]
+        else:
+            text = repr(value[: width + 1]) if t is str or t is bytes else repr(value)  # type: ignore[index]
+    elif t in _CONTAINER_REPRS:
+        size = len(value)  # type: ignore[arg-type]
+        text = f"<{t.__name__} len={size}>"
+        if size <= 8:
+            try:
+                inner = canonical_repr(value)
+                text = inner if len(inner) <= width else text
+            except (RecursionError, RuntimeError):
+                pass
+    elif t is FunctionType or t is BuiltinFunctionType or is_a(value, type):
+        text = f"<{qualified(value)}>"
+    elif is_a(value, ModuleType):
+        text = f"<module {module_name(value)}>"  # type: ignore[arg-type]
+    elif any(klass is enum.Enum for klass in type_mro(t)):
+        name = (instance_dict(value) or {}).get("_name_")
+        text = f"{type_name(t).rpartition('.')[2]}.{name if type(name) is str else '?'}"
+    else:
+        text = _describe_object(value, t)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _describe_object(value: object, t: type) -> str:
+    text = f"<{type_name(t)} object>"
+    if is_external_type(t):
+        reduced = library_reduce(value, t)
+        if type(reduced) is str:  # torch.float16 and other named singletons
+            text = f"{type_name(t).partition('.')[0]}.{reduced}"
+    return text
+
+
+_CONTAINER_REPRS = TypeTable((t, True) for t in (tuple, list, set, frozenset, dict, bytearray))
+
+
+def canonical_repr(value: object) -> str:
+    """repr() of builtin atoms and containers of them; other elements as ``<Type>``."""
+    t = type(value)
+    if t in _DESCRIBED_ATOMS:
+        return repr(value)
+    if t is tuple or t is list:
+        open_, close = ("(", ")") if t is tuple else ("[", "]")
+        return open_ + ", ".join(canonical_repr(v) for v in sequence_items(value)) + close
+    if t is dict:
+        return "{" + ", ".join(f"{canonical_repr(k)}: {canonical_repr(v)}" for k, v in dict_items(value)) + "}"  # type: ignore[arg-type]
+    return f"<{type_name(t)}>"

@@ -40,7 +40,7 @@ from typing import Any
 
 from blake3 import blake3
 
-from ._bindings import MISSING, class_dict, dict_items, is_a
+from ._bindings import MISSING, class_dict
 from ._bytecode import canonical_const, code_digest
 from ._containers import (
     MutableWatch,
@@ -57,8 +57,21 @@ from ._containers import (
     sequence_items,
     stable,
 )
-from ._objects import TypeTable, instance_dict, is_external_type, module_name, object_qualname, type_mro, type_name
+from ._objects import (
+    TypeTable,
+    callable_module,
+    describe,
+    instance_dict,
+    is_external_type,
+    library_reduce,
+    module_name,
+    object_qualname,
+    qualified,
+    type_mro,
+    type_name,
+)
 
+# ``describe`` lives in ``_objects`` (messages, no digest) and is re-exported for its callers.
 __all__ = ["MutableWatch", "SNAPSHOT_LIMIT", "Snapshot", "describe", "sequence_items", "snapshot", "value_digest"]
 
 
@@ -76,7 +89,9 @@ SNAPSHOT_LIMIT = _limit_from_env()
 _MAX_DEPTH = 32
 _MAX_ATOM = 1 << 20  # str/bytes-like contents longer than this are digested by a streamed blake3
 _CHUNK = 1 << 20
-_ATOMS = TypeTable((t, True) for t in (type(None), bool, int, float, complex, str, bytes, type(Ellipsis)))
+# The hot loop of a snapshot tests these by id (builtin types live as long as the interpreter).
+_ATOM_IDS = frozenset(id(t) for t in (type(None), bool, int, float, complex, str, bytes, type(Ellipsis)))
+_BIG_INT = 1 << 12_000  # beyond int->str conversion limits: encoded in hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +120,13 @@ class _Walker:
 
     def encode(self, value: Any, depth: int = 0) -> bytes:
         t = type(value)
-        if t in _ATOMS:
+        if id(t) in _ATOM_IDS:
             self.budget -= 1
-            return _encode_atom(value, t)
+            if t is str or t is bytes:
+                return canonical_const(value) if len(value) <= _MAX_ATOM else _encode_atom(value, t)
+            if t is int and not -_BIG_INT < value < _BIG_INT:
+                return _encode_atom(value, t)
+            return canonical_const(value)
         if depth > _MAX_DEPTH:
             self.oversized = True
             return b"<deep " + type_name(t).encode() + b">"
@@ -122,12 +141,12 @@ class _Walker:
 
     def _encode_compound(self, value: Any, t: type, depth: int) -> bytes:
         self.budget -= 1
-        kind = _KINDS.along_mro(t)
+        kind = _KIND_BY_ID.get(id(t)) or _kind_along_mro(t)
         if kind is _enum_kind:  # before int/str: IntEnum members are ints too
             return kind(self, value, depth)
         if kind is not None and kind in _BASE_KINDS:
             body = kind(self, value, depth)
-            if t in _BASE_TYPES:
+            if id(t) in _BASE_TYPE_IDS:
                 return body
             return b"obj:" + type_name(t).encode() + body + self._state(value, depth, subclass=True)
         if kind is not None:
@@ -198,7 +217,7 @@ class _Walker:
         head = b"obj:" + type_name(t).encode()
         # A library object by its own reduction (a tensor's __dict__ is empty, its data is not);
         # user objects, and library objects without one, by instance dict and slots.
-        reduced = _library_reduce(value, t) if is_external_type(t) else None
+        reduced = library_reduce(value, t) if is_external_type(t) else None
         if type(reduced) is str:  # "a global of the type's module" (dtypes, singletons)
             return head + b"=" + reduced.encode()  # type: ignore[union-attr]
         if type(reduced) is tuple and len(reduced) >= 2:  # type: ignore[arg-type]
@@ -218,7 +237,7 @@ def _encode_atom(value: Any, t: type) -> bytes:
         return b"s%d:" % len(value) + _streamed_str(value)
     if t is bytes and len(value) > _MAX_ATOM:
         return b"b%d:" % len(value) + _streamed(value)
-    if t is int and value.bit_length() > 12_000:  # beyond int->str conversion limits
+    if t is int and not -_BIG_INT < value < _BIG_INT:  # beyond int->str conversion limits
         return b"ix" + int.__format__(value, "x").encode()
     return canonical_const(value)
 
@@ -251,33 +270,10 @@ def _slot_values(value: object) -> list[tuple[str, object]]:
     return out
 
 
-def _library_reduce(value: object, t: type) -> object:
-    """``value``'s own pickle reduction when a library class (not ``object``) defines it:
-    library code only, never a generic reduction that would look attributes up on the object."""
-    for klass in type_mro(t):
-        if klass is object:
-            return None
-        namespace = class_dict(klass)
-        if "__reduce_ex__" in namespace or "__reduce__" in namespace:
-            break
-    try:
-        return t.__reduce_ex__(value, 4)  # type: ignore[arg-type, call-arg]
-    except Exception:
-        return None
-
-
 def _reduced_parts(reduced: tuple) -> tuple:
     """The constructor's name and its arguments/state from a ``__reduce_ex__`` tuple."""
     ctor = reduced[0]
-    return (f"{_module_of_callable(ctor)}.{object_qualname(ctor)}", *reduced[1:3])
-
-
-def _module_of_callable(obj: object) -> str:
-    t = type(obj)
-    module = obj.__module__ if t is FunctionType or t is BuiltinFunctionType else None  # type: ignore[attr-defined]
-    if is_a(obj, type):
-        return type_name(obj).rpartition(".")[0] or "?"  # type: ignore[arg-type]
-    return module if type(module) is str else "?"
+    return (f"{callable_module(ctor)}.{object_qualname(ctor)}", *reduced[1:3])
 
 
 # -- per-type encoders (dispatched by identity along the MRO) --------------------------------
@@ -364,7 +360,7 @@ def _memoryview(w: _Walker, v: Any, depth: int) -> bytes:
 
 
 def _function(w: _Walker, v: Any, depth: int) -> bytes:
-    return b"fn:" + _qual(v).encode() + b"#" + code_digest(v.__code__).encode()
+    return b"fn:" + qualified(v).encode() + b"#" + code_digest(v.__code__).encode()
 
 
 def _class(w: _Walker, v: Any, depth: int) -> bytes:
@@ -380,7 +376,7 @@ def _code(w: _Walker, v: Any, depth: int) -> bytes:
 
 
 def _builtin(w: _Walker, v: Any, depth: int) -> bytes:
-    return b"callable:" + _qual(v).encode()
+    return b"callable:" + qualified(v).encode()
 
 
 def _method(w: _Walker, v: Any, depth: int) -> bytes:
@@ -397,8 +393,13 @@ def _wrapped_callable(attrs: tuple[str, ...], base: type) -> Callable[[_Walker, 
     return encode
 
 
-def _qual(obj: object) -> str:
-    return f"{_module_of_callable(obj)}.{object_qualname(obj)}"
+def _kind_along_mro(t: type) -> Any:
+    """The encoder of the first known class of ``t``'s MRO; enums first (an ``IntEnum``
+    member is an ``int`` too, but is digested as a member)."""
+    mro = type_mro(t)
+    if any(klass is enum.Enum for klass in mro):
+        return _enum_kind
+    return _KINDS.along_mro(t)
 
 
 _BASE_TYPES = TypeTable(
@@ -436,6 +437,8 @@ _KINDS = TypeTable(
         (property, _wrapped_callable(("fget", "fset", "fdel"), property)),
     ]
 )
+_KIND_BY_ID = {id(t): fn for t, fn in _KINDS.items() if t is not enum.Enum}  # exact types first
+_BASE_TYPE_IDS = frozenset(id(t) for t, _ in _BASE_TYPES.items())
 _BASE_KINDS = frozenset(
     {_int, _float, _complex, _str, _bytes, _tuple, _list, _set, _frozenset, _odict, _defaultdict, _dict, _deque}
     | {_bytearray, _array}
@@ -462,58 +465,3 @@ def value_digest(value: object) -> str:
     """Hex digest of ``value`` in full, without identities: for literals read from files
     (the static front-end), where a bound or an object identity would mean nothing."""
     return _snapshot(value, None, identity=False).digest
-
-
-def describe(value: object, width: int = 60) -> str:
-    """A short description for messages: literal reprs for builtin atoms, ``<Type len=N>``
-    for containers, ``<module.Type object>`` otherwise. Never calls a user ``__repr__``."""
-    t = type(value)
-    if t in _ATOMS:
-        if t is int and value.bit_length() > 12_000:  # type: ignore[attr-defined]
-            text = f"<int bits={value.bit_length()}>"  # type: ignore[attr-defined]
-        else:
-            text = repr(value[: width + 1]) if t is str or t is bytes else repr(value)  # type: ignore[index]
-    elif t in _CONTAINER_REPRS:
-        size = len(value)  # type: ignore[arg-type]
-        text = f"<{t.__name__} len={size}>"
-        if size <= 8:
-            try:
-                inner = canonical_repr(value)
-                text = inner if len(inner) <= width else text
-            except (RecursionError, RuntimeError):
-                pass
-    elif t is FunctionType or t is BuiltinFunctionType or is_a(value, type):
-        text = f"<{_qual(value)}>"
-    elif is_a(value, ModuleType):
-        text = f"<module {module_name(value)}>"  # type: ignore[arg-type]
-    elif _KINDS.along_mro(t) is _enum_kind:
-        name = (instance_dict(value) or {}).get("_name_")
-        text = f"{type_name(t).rpartition('.')[2]}.{name if type(name) is str else '?'}"
-    else:
-        text = _describe_object(value, t)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _describe_object(value: object, t: type) -> str:
-    text = f"<{type_name(t)} object>"
-    if is_external_type(t):
-        reduced = _library_reduce(value, t)
-        if type(reduced) is str:  # torch.float16 and other named singletons
-            text = f"{type_name(t).partition('.')[0]}.{reduced}"
-    return text
-
-
-_CONTAINER_REPRS = TypeTable((t, True) for t in (tuple, list, set, frozenset, dict, bytearray))
-
-
-def canonical_repr(value: object) -> str:
-    """repr() of builtin atoms and containers of them; other elements as ``<Type>``."""
-    t = type(value)
-    if t in _ATOMS:
-        return repr(value)
-    if t is tuple or t is list:
-        open_, close = ("(", ")") if t is tuple else ("[", "]")
-        return open_ + ", ".join(canonical_repr(v) for v in sequence_items(value)) + close
-    if t is dict:
-        return "{" + ", ".join(f"{canonical_repr(k)}: {canonical_repr(v)}" for k, v in dict_items(value)) + "}"  # type: ignore[arg-type]
-    return f"<{type_name(t)}>"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dis
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import CodeType, FunctionType, ModuleType
@@ -74,6 +75,8 @@ _ATTR_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 # Instructions that end the expression a loaded global can be the subject of.
 _BOUNDARIES = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "POP_", "RETURN_", "JUMP_")
 _MISSING = object()
+_FUNCTION_MODULE = FunctionType.__dict__["__module__"]
+_OPS: "weakref.WeakKeyDictionary[CodeType, tuple[tuple[str, Any], ...]]" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -119,10 +122,16 @@ def write_targets(functions: Iterable[FunctionType]) -> tuple[WriteTarget, ...]:
             for container, name in _scan(nested, globals_, cells if nested is code else {}):
                 if type(container) is dict:
                     label = f"{container.get('__name__', '?')}:{name}"
-                else:
-                    label = f"{fn.__qualname__}.<closure {name}>"
+                else:  # the node id discovery gives a closure's content (see discover.py)
+                    label = f"{_module_name(fn)}:{fn.__qualname__}#closure.{name}"
                 found.setdefault((id(container), name), WriteTarget(label, container, name))
     return tuple(found.values())
+
+
+def _module_name(fn: FunctionType) -> str:
+    """``fn.__module__`` read through the function type's own member (no user code runs)."""
+    module = _FUNCTION_MODULE.__get__(fn)
+    return module if type(module) is str else "?"
 
 
 def _codes(code: CodeType) -> Iterator[CodeType]:
@@ -140,8 +149,7 @@ def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[
     recent: list[tuple[int, tuple[object, str]]] = []  # (index, binding) loaded in this expression
     subject: tuple[object, str] | None = None  # the last one loaded, followed through module attrs
     last = ""
-    for i, ins in enumerate(dis.get_instructions(code)):
-        op, arg = ins.opname, ins.argval
+    for i, (op, arg) in enumerate(_ops(code)):
         prev, last = last, op
         if op in _GLOBAL_WRITES:
             yield globals_, arg
@@ -170,6 +178,14 @@ def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[
             recent, subject = [], None
         elif op not in _ATTR_LOADS:
             subject = None
+
+
+def _ops(code: CodeType) -> tuple[tuple[str, Any], ...]:
+    """``(opname, argval)`` of each instruction, memoized per code object (misses rescan)."""
+    ops = _OPS.get(code)
+    if ops is None:
+        ops = _OPS[code] = tuple((ins.opname, ins.argval) for ins in dis.get_instructions(code))
+    return ops
 
 
 def _item_write_subjects(
@@ -207,28 +223,31 @@ def _value(subject: tuple[object, str]) -> object:
 
 
 class Transitions:
-    """Recorded ``(before, after)`` digests of values written by managed builds.
+    """Recorded ``(before, after)`` digests of values written by managed builds, per binding.
 
-    Bounded (oldest steps are forgotten beyond ``limit``); thread-safe."""
+    ``subject`` names the binding (``module:name``, the node id a fingerprint gives a module
+    global): two globals that happen to hold equal values never explain each other's
+    changes. Bounded (oldest steps are forgotten beyond ``limit``); thread-safe."""
 
     def __init__(self, limit: int = 4096) -> None:
-        self._steps: dict[tuple[str | None, str | None], None] = {}
+        self._steps: dict[tuple[str, str | None, str | None], None] = {}
         self._lock = threading.Lock()
         self._limit = limit
 
-    def record(self, before: str | None, after: str | None) -> None:
+    def record(self, subject: str, before: str | None, after: str | None) -> None:
         if before == after or after is None:
             return
+        step = (subject, before, after)
         with self._lock:
-            self._steps.pop((before, after), None)
-            self._steps[(before, after)] = None
+            self._steps.pop(step, None)
+            self._steps[step] = None
             while len(self._steps) > self._limit:
                 del self._steps[next(iter(self._steps))]
 
-    def explains(self, before: str, after: str) -> bool:
-        """True when recorded steps lead from ``before`` to ``after``."""
+    def explains(self, subject: str, before: str, after: str) -> bool:
+        """True when steps recorded for ``subject`` lead from ``before`` to ``after``."""
         with self._lock:
-            steps = list(self._steps)
+            steps = [(a, b) for who, a, b in self._steps if who == subject]
         nexts: dict[str | None, list[str | None]] = {}
         for a, b in steps:
             nexts.setdefault(a, []).append(b)

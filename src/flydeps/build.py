@@ -10,8 +10,12 @@ Contract: one mechanism for every consumer that caches a build made from live co
 3. :func:`finish` records, process-wide, each written value's ``before -> after`` digests
    (:data:`flydeps._writes.TRANSITIONS`): from now on that step is a managed build's own
    effect for every consumer in the process;
-4. the consumer fingerprints what it keeps and calls :func:`judge` (``subset=True``: the kept
-   fingerprint may have more roots, e.g. the factory's return value).
+4. the consumer fingerprints what it keeps (for a factory: with its return value as a second
+   root), and only then calls :func:`settle`, which judges the pre-build fingerprint against
+   the same roots now. Same roots on both sides, so node ids compare one to one (a factory
+   returning an object its code also reads gets other node ids in a two-root graph); and
+   settling after the kept fingerprint was taken closes the window in which a change could
+   slip between the verdict and the baseline.
 
 :func:`judge` compares a baseline with a newer fingerprint node by node and returns a
 :class:`Judgement`: ``SAME`` (nothing that matters changed), ``ADOPT`` (only data values
@@ -40,8 +44,9 @@ from ._bindings import BindingKind
 from ._writes import TRANSITIONS, WriteTarget, write_targets
 from .fingerprint import Fingerprint, NodeDiff, fingerprint_roots
 from .graph import DepGraph, NodeKind
+from .guard import Guard
 
-__all__ = ["BuildStart", "Judgement", "Verdict", "begin", "begin_roots", "finish", "judge", "stable"]
+__all__ = ["BuildStart", "Judgement", "RootsBaseline", "Verdict", "begin", "finish", "judge", "settle", "stable"]
 
 T = TypeVar("T")
 _DATA_KINDS = frozenset({NodeKind.GLOBAL, NodeKind.OBJECT})
@@ -74,6 +79,7 @@ class BuildStart:
     fingerprint: Fingerprint
     writes: tuple[WriteTarget, ...]
     states: tuple[str | None, ...]
+    guard: Guard | None = None  # the fingerprint's guard, when the consumer keeps one
 
 
 def stable(fn: Callable[..., T], *args: object) -> T:
@@ -97,25 +103,44 @@ def begin(fp: Fingerprint) -> BuildStart:
     return BuildStart(fp, writes, tuple(w.state() for w in writes))
 
 
-def begin_roots(roots: Sequence[tuple[object, type | None, str]]) -> BuildStart:
-    """:func:`begin` with a fresh fingerprint of ``roots``."""
-    return begin(stable(fingerprint_roots, tuple(roots)))
+class RootsBaseline:
+    """:func:`begin` for builds of fixed roots (a factory function): the fingerprint and the
+    write targets are reused while the fingerprint's guard holds, so a miss with nothing
+    changed costs identity checks plus one snapshot per written value, not a discovery."""
+
+    __slots__ = ("_last", "roots")
+
+    def __init__(self, roots: Sequence[tuple[object, type | None, str]]) -> None:
+        self.roots = tuple(roots)
+        self._last: tuple[Fingerprint, Guard, tuple[WriteTarget, ...]] | None = None
+
+    def begin(self) -> BuildStart:
+        last = self._last
+        if last is None or not last[1].check():
+            fp = stable(fingerprint_roots, self.roots)
+            last = self._last = (fp, fp.guard(), write_targets(_functions(fp)))
+        fp, guard, writes = last
+        return BuildStart(fp, writes, tuple(w.state() for w in writes), guard)
 
 
 def finish(start: BuildStart) -> None:
     """Record every written value's ``before -> after`` step as a managed build's effect."""
     for target, before in zip(start.writes, start.states):
-        TRANSITIONS.record(before, target.state())
+        TRANSITIONS.record(target.label, before, target.state())
 
 
-def judge(old: Fingerprint, new: Fingerprint, *, subset: bool = False) -> Judgement:
-    """Compare baseline ``old`` with ``new`` (see the module docstring).
+def settle(start: BuildStart) -> Judgement:
+    """After the build (and after the consumer fingerprinted what it keeps): did what the build
+    read change while it ran? Identity checks when the start's guard still holds, else
+    :func:`judge` of the start fingerprint against a refresh of the same roots."""
+    if start.guard is not None and start.guard.check():
+        return Judgement(Verdict.SAME)
+    return judge(start.fingerprint, stable(start.fingerprint.refresh))
 
-    ``subset``: ``new`` has more roots than ``old``; only what ``old``'s roots reach counts."""
-    if subset:
-        if all(new.node_digests.get(r) == old.node_digests.get(r) for r in old.graph.roots):
-            return Judgement(Verdict.SAME)
-    elif new.digest == old.digest:
+
+def judge(old: Fingerprint, new: Fingerprint) -> Judgement:
+    """Compare baseline ``old`` with ``new`` of the same roots (see the module docstring)."""
+    if new.digest == old.digest:
         return Judgement(Verdict.SAME)
     before, after = old.graph.nodes, new.graph.nodes
     adopted = {
@@ -124,7 +149,7 @@ def judge(old: Fingerprint, new: Fingerprint, *, subset: bool = False) -> Judgem
         if node.kind in _DATA_KINDS
         and nid in after
         and after[nid].digest != node.digest
-        and TRANSITIONS.explains(node.digest, after[nid].digest)
+        and TRANSITIONS.explains(nid, node.digest, after[nid].digest)
     }
     reach = _reachable(old.graph, adopted)
     diffs = _rebound(old.graph, new.graph, reach - adopted)
@@ -136,7 +161,7 @@ def judge(old: Fingerprint, new: Fingerprint, *, subset: bool = False) -> Judgem
             diffs.append(NodeDiff(nid, node.kind, "changed", node.detail, after[nid].detail))
     kept = tuple(sorted(adopted))
     if not diffs:
-        return Judgement(Verdict.ADOPT if kept else Verdict.SAME if subset else Verdict.CODE, (), kept)
+        return Judgement(Verdict.ADOPT if kept else Verdict.CODE, (), kept)
     data = all(d.kind is NodeKind.GLOBAL and d.status == "changed" for d in diffs)
     return Judgement(Verdict.DATA if data else Verdict.CODE, tuple(diffs), kept)
 

@@ -211,8 +211,9 @@ def _options_after(parser: argparse.ArgumentParser, command: str, after: list[st
             paths.append(token)
             continue
         options.append(token)
-        if action.nargs is None and "=" not in token:  # an option with a value: take it too
-            options.append(next(tokens, ""))
+        value = next(tokens, None) if action.nargs is None and "=" not in token else None
+        if value is not None:  # an option with a value: take it too (argparse reports a missing one)
+            options.append(value)
     return options, paths
 
 

@@ -7,14 +7,15 @@ are resolved through real namespace dicts, values are snapshotted structurally
 (:mod:`flydeps._values`). Code outside the user's roots (stdlib, site-packages, flydeps
 itself) is a leaf ``external:`` node identified by ``distribution==version``. What
 cannot be resolved becomes an ``unresolved:`` node; nothing is dropped. The walk is a
-work list, so deep helper chains and cycles need no recursion.
+work list, so deep helper chains and cycles need no recursion. Name resolution (globals,
+builtins, attribute chains, ``self.x``, imports inside functions) lives in
+:mod:`flydeps._resolve`; objects are dispatched on ``type(obj)`` (:mod:`flydeps._objects`).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import sys
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -22,16 +23,12 @@ from dataclasses import dataclass
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
-from blake3 import blake3
-
 from . import _origin
-from ._bindings import MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code, lookup_mro
-from ._builder import GraphBuilder
-from ._bytecode import NameRef, code_digest, code_refs, is_function_code, nested_codes, qualname_of
+from ._bindings import MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code
+from ._bytecode import code_digest, code_refs, is_function_code, nested_codes, qualname_of
 from ._objects import (
     TypeTable,
     c_module,
-    class_id,
     code_members,
     defining_class,
     function_module,
@@ -41,7 +38,6 @@ from ._objects import (
     is_member_code,
     library_wrapped,
     location,
-    module_dict,
     module_name,
     module_of,
     object_qualname,
@@ -50,6 +46,8 @@ from ._objects import (
     type_module,
     type_qualname,
 )
+from ._resolve import NameResolver
+from ._resolve import parts_digest as _digest
 from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, sequence_items, snapshot
 from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
 
@@ -124,11 +122,7 @@ def discover_roots(roots: Sequence[tuple[object, type | None, str]], *, position
     return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables))
 
 
-def _digest(*parts: str) -> str:
-    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class _Walker(GraphBuilder):
+class _Walker(NameResolver):
     """Builds nodes immediately and expands them from a work list."""
 
     def __init__(self, positions: bool = False) -> None:
@@ -320,20 +314,6 @@ class _Walker(GraphBuilder):
         self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<closure {name}>")
         self.edge(nid, self.visit(value, None, f"{nid}#closure.{name}"), EdgeKind.CLOSURE, name)
 
-    def _resolve_free_chains(self, code: CodeType, nid: str, closure: tuple) -> None:
-        """``mod.helper`` where ``mod`` is a closure variable holding a module or a user class
-        resolves like a global's chain: the attribute read is bound and walked."""
-        cells = dict(zip(code.co_freevars, closure))
-        for ref in code_refs(code):
-            if ref.scope != "free" or not ref.attrs or ref.name in ("self", "cls") or ref.name not in cells:
-                continue
-            try:
-                value = cells[ref.name].cell_contents
-            except ValueError:
-                continue
-            if is_a(value, ModuleType) or (is_a(value, type) and not is_external_type(value)):
-                self._follow_chain(nid, value, {}, ref.name, ref.attrs, ref.name)
-
     def _visit_code_only(self, code: CodeType, globals_: dict, module: str, owner: type | None, parent: str) -> str:
         if hasattr(code, "co_qualname"):
             qualname = code.co_qualname
@@ -372,91 +352,6 @@ class _Walker(GraphBuilder):
             elif is_function_code(nested):
                 child = self._visit_code_only(nested, globals_, module, owner, nid)
                 self.edge(nid, child, EdgeKind.NESTED, nested.co_name)
-
-    # -- name resolution -------------------------------------------------------------
-    def _resolve_global(self, ref: NameRef, nid: str, globals_: dict) -> None:
-        name = ref.name
-        value = dict.get(globals_, name, MISSING)
-        module = dict.get(globals_, "__name__", "?")
-        module = module if type(module) is str else "?"
-        self.bind(BindingKind.DICT, globals_, name, value, nid, f"{module}.{name}")
-        if name in _MODULE_PLUMBING and value is not MISSING:
-            target = f"{module}:{name}"
-            digest = _digest("module-plumbing", str(module), name)
-            self.add(target, NodeKind.GLOBAL, digest, detail=f"<{name} of {module}>")
-            self.edge(nid, target, EdgeKind.READS, name)
-            return
-        home, key = globals_, name
-        if value is MISSING:
-            builtins = dict.get(globals_, "__builtins__", {})
-            builtins = module_dict(builtins) if is_a(builtins, ModuleType) else builtins
-            value = dict.get(builtins, name, MISSING) if is_a(builtins, dict) else MISSING
-            if value is MISSING:
-                self.edge(nid, self.unresolved(nid, name, "name is not defined"), EdgeKind.CALLS, name)
-                return
-            self.bind(BindingKind.DICT, builtins, name, value, nid, f"builtins.{name}")
-            home = builtins
-        self._follow_chain(nid, value, home, key, ref.attrs, name)
-
-    def _follow_chain(self, nid: str, value: object, home: dict, key: str, attrs: tuple[str, ...], label: str) -> None:
-        owner: type | None = None
-        for i, attr in enumerate(attrs):
-            if is_a(value, ModuleType):
-                name = module_name(value)  # type: ignore[arg-type]
-                if _origin.is_external_module(name, value):  # type: ignore[arg-type]
-                    dotted = ".".join((name, *attrs[i:]))
-                    self.edge(nid, self.external(dotted), EdgeKind.CALLS, ".".join((label, *attrs[i:])))
-                    return
-                home, key = module_dict(value), attr  # type: ignore[arg-type]
-                nxt = home.get(attr, MISSING)
-                self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{name}.{attr}")
-            elif is_a(value, type) and not is_external_type(value):  # type: ignore[arg-type]
-                cls: type = value  # type: ignore[assignment]
-                defining, nxt, looked = lookup_mro(cls, attr)
-                for namespace, seen in looked:
-                    self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(cls)}.{attr}")
-                home, key, owner = (class_dict(defining) if defining is not None else home), attr, cls
-            else:
-                break  # attribute of a value: the value's snapshot covers it
-            label = f"{label}.{attr}"
-            if nxt is MISSING:
-                self.edge(nid, self.unresolved(nid, label, "attribute not found"), EdgeKind.CALLS, label)
-                return
-            value = nxt
-        home_name = dict.get(home, "__name__", None) if is_a(home, dict) else None
-        hint = f"{home_name if type(home_name) is str else class_id(home)}:{key}"
-        target = self.visit(value, owner, hint)
-        calls = is_code(value) or target.startswith("external:")
-        self.edge(nid, target, EdgeKind.CALLS if calls else EdgeKind.READS, label)
-
-    def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
-        attr = ref.attrs[0]
-        label = f"{ref.name}.{attr}"
-        if owner is None:
-            self.edge(nid, self.unresolved(nid, label, "no owner class to resolve self on"), EdgeKind.METHOD, label)
-            return
-        defining, value, looked = lookup_mro(owner, attr)
-        for namespace, seen in looked:
-            self.bind(BindingKind.DICT, namespace, attr, seen, nid, f"{object_qualname(owner)}.{attr}")
-        if defining is None:
-            self.edge(nid, self.unresolved(nid, label, "instance attribute, not on the class"), EdgeKind.METHOD, label)
-            return
-        hint = node_id(module_of(defining), f"{type_qualname(defining)}.{attr}")
-        self.edge(nid, self.visit(value, owner, hint), EdgeKind.METHOD, label)
-
-    def _resolve_import(self, ref: NameRef, nid: str, globals_: dict) -> None:
-        name = ref.name
-        if ref.level:  # ``from .mem import x`` inside a function: relative to the package
-            package = dict.get(globals_, "__package__")
-            package = package if type(package) is str and package else dict.get(globals_, "__name__", "")
-            parts = (package if type(package) is str else "").split(".")
-            base = ".".join(parts[: len(parts) - ref.level + 1]) if ref.level <= len(parts) else ""
-            name = f"{base}.{name}" if base and name else base or name
-        module = sys.modules.get(name)
-        if module is None:
-            self.edge(nid, self.unresolved(nid, ref.name, "module not imported"), EdgeKind.IMPORTS, ref.name)
-            return
-        self._follow_chain(nid, module, {}, name, ref.attrs, ref.name)
 
     # -- classes, modules, objects, values -------------------------------------------
     def _visit_class(self, cls: type) -> str:
@@ -582,9 +477,6 @@ _CLASS_NOISE = frozenset(
         "__static_attributes__",
     }
 )
-# Module attributes that locate rather than define: keyed by the module they belong to,
-# never by the absolute path or loader object they hold.
-_MODULE_PLUMBING = frozenset({"__file__", "__cached__", "__path__", "__spec__", "__loader__", "__builtins__"})
 _CONTAINERS = TypeTable((t, True) for t in (tuple, list, dict, set, frozenset))
 _PARTIAL_FIELDS = tuple(functools.partial.__dict__[n] for n in ("func", "args", "keywords"))
 

@@ -64,8 +64,8 @@ _KWD_MARK = object()
 
 
 class _Entry(tuple):
-    """``(check, value, fingerprint, cells, expected, fast, env)``: a tuple so both hit paths
-    read it by index; ``cells, expected, fast`` are the guard's
+    """``(check, value, fingerprint, cells, expected, fast, env, nsdicts)``: a tuple so both
+    hit paths read it by index; ``cells, expected, fast, nsdicts`` are the guard's
     :meth:`~flydeps.guard.Guard.fast_parts`, ``env`` the environment reads of the build.
     An entry whose build read the environment re-checks those reads on every hit (its
     ``check`` does, and it is never fast)."""
@@ -74,9 +74,9 @@ class _Entry(tuple):
 
     def __new__(cls, value: object, fp: Fingerprint, env: EnvReads = EMPTY) -> "_Entry":
         guard = fp.guard()
-        cells, expected, fast = guard.fast_parts()
+        cells, expected, fast, nsdicts = guard.fast_parts()
         check = _env_check(guard.check, env) if env else guard.check
-        return tuple.__new__(cls, (check, value, fp, cells, expected, fast and not env, env))
+        return tuple.__new__(cls, (check, value, fp, cells, expected, fast and not env, env, nsdicts))
 
     @property
     def value(self) -> object:
@@ -230,6 +230,7 @@ class _FactoryCache:
         self.name = getattr(func, "__qualname__", repr(func))
         self.root_id = f"{getattr(func, '__module__', '?')}:{self.name}"
         self.make_key = _typed_key if typed else _plain_key
+        self.baseline = build.RootsBaseline(((func, None, self.root_id),))  # what a build reads first
         self.lock = threading.RLock()
         self.pending: dict[object, _Pending] = {}
         wrapper: Any
@@ -371,12 +372,12 @@ class _FactoryCache:
     def _run(self, key: object, args: tuple, kwds: dict) -> Any:
         """One build under the protocol of :mod:`flydeps.build`: the entry is kept only when
         nothing the build read changed while it ran, except its own writes."""
-        start = build.begin_roots(((self.func, None, self.root_id),))
+        start = self.baseline.begin()
         with _environ.recording() as env:
             value = self.func(*args, **kwds)
         build.finish(start)
         fp = build.stable(fingerprint_roots, ((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
-        judgement = build.judge(start.fingerprint, fp, subset=True)
+        judgement = build.settle(start)  # after fp: nothing can slip between verdict and baseline
         if judgement.verdict is build.Verdict.SAME or judgement.verdict is build.Verdict.ADOPT:
             entry = _Entry(value, fp, env.reads())
             with self.lock:

@@ -32,6 +32,7 @@ from types import FunctionType, MethodType, ModuleType
 
 from . import _audit, _watch
 from ._bindings import MISSING, Binding, BindingKind, is_code
+from ._containers import read_dict
 from ._values import MutableWatch, describe
 from .discover import Discovery
 
@@ -95,16 +96,18 @@ class Guard:
         self.check = _compile_check(self._bindings, self._mutables, self._state)
         self._fast = _fast_parts(self._bindings, self._mutables)
 
-    def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool]:
-        """``(cells, expected, fast)`` for a C caller that skips :meth:`check` (flydeps._fastcache).
+    def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
+        """``(cells, expected, fast, nsdicts)`` for a C caller that skips :meth:`check`
+        (flydeps._fastcache).
 
         ``fast`` is true when, besides ``cell.cell_contents is expected`` for each pair, all
-        that ``check()`` verifies is covered by two counters: every namespace it reads is
-        watched by the C watcher backend (``flydeps._watchext``, whose ``version()`` then
-        stays unchanged while they do) and function attribute changes bump the audit
-        generation (``flydeps._audit._GEN[0]`` is replaced). A caller that saw ``check()``
-        pass after reading both counters may skip it while both are unchanged and the cells
-        hold. No mutable-value checks may exist (they have no counter)."""
+        that ``check()`` verifies is covered by two counters: a namespace version and the
+        audit generation (``flydeps._audit._GEN[0]`` is replaced on every function attribute
+        change). The namespace version is the C watcher backend's ``version()`` on CPython
+        >= 3.12 (``flydeps._watchext``; ``nsdicts`` is None), or on 3.10/3.11 the largest PEP
+        509 tag of the dicts in ``nsdicts`` (``flydeps._dictver``). A caller that saw
+        ``check()`` pass after reading both counters may skip it while both are unchanged and
+        the cells hold. No mutable-value checks may exist (they have no counter)."""
         return self._fast
 
     # -- explanations (slow path) ----------------------------------------------------
@@ -132,19 +135,31 @@ def _compile_check(
     namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
     funcs = [b for b in bindings if b.kind is BindingKind.ATTR]
     cells = [b for b in bindings if b.kind is BindingKind.CELL]
+    tagged, covered, rest = _tag_plan(namespaced, mutables)
     env: dict[str, object] = {
         "version": _watch.version,
         "gen": _audit._GEN,
         "settled_stores": _audit.settled,
         "state": state,
         "functions": _function_check(funcs),
-        "mutables": tuple(w for _, w in mutables),
+        "mutables": rest,
+        "tag_mutables": covered,
     }
     lines = ["def check():", "    try:"]
     ns_lines = _namespace_lines(namespaced, env)
     if ns_lines and _watch_all(namespaced):
         lines += ["        v = version()", "        if v != state[0]:"]
         lines += ["    " + line for line in ns_lines] + ["            state[0] = v"]
+    elif (ns_lines or covered) and tagged is not None:
+        # CPython 3.10/3.11: the largest PEP 509 tag of these dicts (namespaces, and dicts
+        # watched for in-place mutation) moves on any change to them (flydeps._watch); read
+        # it BEFORE the bindings, remember it only after they all held.
+        env["tags_max"], env["nsdicts"] = _watch.tags_max, tagged
+        lines += ["        v = tags_max(nsdicts)", "        if v != state[0]:"]
+        lines += ["    " + line for line in ns_lines]
+        if covered:
+            lines += ["            if not all([w.unchanged() for w in tag_mutables]):", "                return False"]
+        lines += ["            state[0] = v"]
     else:
         lines += ns_lines
     if funcs:
@@ -164,7 +179,7 @@ def _compile_check(
     for n, b in enumerate(cells):
         env[f"c{n}"], env[f"e{n}"] = b.container, b.expected
         terms.append(f"c{n}.cell_contents is e{n}")
-    if mutables:
+    if rest:
         terms.append("all([w.unchanged() for w in mutables])")
     lines.append(f"        return {' and '.join(terms) or 'True'}")
     lines += [
@@ -180,17 +195,39 @@ def _compile_check(
 
 def _fast_parts(
     bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]
-) -> tuple[tuple[object, ...], tuple[object, ...], bool]:
+) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
     """See :meth:`Guard.fast_parts`; call after :func:`_compile_check` (which watches)."""
     cells = [b for b in bindings if b.kind is BindingKind.CELL]
-    namespaced = any(b.kind is BindingKind.DICT for b in bindings)
+    namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
     funcs = any(b.kind is BindingKind.ATTR for b in bindings)
+    tagged, _covered, rest = _tag_plan(namespaced, mutables)
     fast = (
-        not mutables
-        and (not namespaced or (_watch.AVAILABLE and _watch.BACKEND == "ext"))
+        not rest
+        and (not namespaced or (_watch.AVAILABLE and _watch.BACKEND == "ext") or tagged is not None)
         and (not funcs or (_audit.ENABLED and _audit.install()))
     )
-    return tuple(b.container for b in cells), tuple(b.expected for b in cells), fast
+    return tuple(b.container for b in cells), tuple(b.expected for b in cells), fast, tagged
+
+
+def _tag_plan(
+    namespaced: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]
+) -> tuple[tuple[dict, ...] | None, tuple[MutableWatch, ...], tuple[MutableWatch, ...]]:
+    """``(nsdicts, covered, rest)``: where PEP 509 tags are read (CPython 3.10/3.11 with
+    ``flydeps._dictver``), ``nsdicts`` are the distinct namespace dicts plus the plain dicts
+    watched for in-place mutation (``covered``: their items are re-read only when the largest
+    tag moved); ``rest`` are the mutable watches checked on every call (lists, sets, dict
+    subclasses, instance layouts). Without tags: ``(None, (), all mutable watches)``."""
+    watches = tuple(w for _, w in mutables)
+    if not _watch.TAGS:
+        return None, (), watches
+    dicts = {id(b.container): b.container for b in namespaced}
+    if not all(type(d) is dict for d in dicts.values()):
+        return None, (), watches
+    covered = tuple(w for w in watches if type(w.container) is dict and w.read is read_dict)
+    for w in covered:
+        dicts.setdefault(id(w.container), w.container)
+    rest = tuple(w for w in watches if not (type(w.container) is dict and w.read is read_dict))
+    return tuple(dicts.values()), covered, rest  # type: ignore[return-value]
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:

@@ -55,6 +55,7 @@ from flydeps.graph import NodeKind
 from . import explain
 from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner
+from .binder import ArgBinder
 from .debuginfo import positions_in_ir
 from .envkey import VALUE_KEYED_ENV_VARS, env_key
 from .target import current_target
@@ -164,6 +165,7 @@ class Launcher:
         self._positions: dict[type | None, tuple[_OwnerState, tuple[str, str]]] = {}
         self._lock = threading.RLock()
         self._signer: ArgSigner | None = None
+        self._binder: ArgBinder | None = None
         self._nparams = -1
         self._hits = 0
         self._misses = 0
@@ -229,6 +231,7 @@ class Launcher:
         state = self._owners.get(owner)
         if state is None or not state.guard.check():
             state = self._revalidate(owner, state)
+            self._refresh_binder()
         positional = args if not kwargs and len(args) == self._nparams else self._bind(args, kwargs)
         key = self._key(state, bound_self, positional)
         compile_only = env_flag(b"COMPILE_ONLY")
@@ -255,6 +258,7 @@ class Launcher:
         state = self._owners.get(owner)
         if state is None or not state.guard.check():
             state = self._revalidate(owner, state)
+            self._refresh_binder()
         positional = self._bind(args, kwargs)
         key = self._key(state, bound_self, positional)
         compile_only = env_flag(b"COMPILE_ONLY")
@@ -314,19 +318,27 @@ class Launcher:
         return reasons
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
-        if self._signer is None:
+        """The call's arguments in parameter order, defaults filled (:mod:`.binder`, no ``inspect``)."""
+        binder = self._binder
+        if binder is None:
             self._ensure_signature()
-        try:
-            bound = self._jf._sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self._name}(): {exc}") from None
-        bound.apply_defaults()
-        return tuple(bound.arguments.values())
+            binder = self._binder
+        return binder.bind(args, kwargs)  # type: ignore[union-attr]
 
     def _ensure_signature(self) -> None:
         self._jf._ensure_sig()
         self._signer = ArgSigner(self._name, self._jf._sig)
+        self._binder = ArgBinder(self._name, self._jf._sig, self._jf.func)
         self._nparams = len(self._jf._sig.parameters)
+
+    def _refresh_binder(self) -> None:
+        """After a failed guard: the launcher's ``__defaults__`` may have been replaced (the guard
+        watches them); bind omitted arguments to the new defaults, as a fresh FlyDSL would."""
+        binder = self._binder
+        if binder is not None and binder.stale():
+            with self._lock:
+                self._jf._sig = None  # FlyDSL caches the signature, defaults included
+                self._ensure_signature()
 
     # --- dependency state -----------------------------------------------------------
 

@@ -278,17 +278,19 @@ def test_write_targets_read_from_bytecode(pkg) -> None:
     labels = {t.label for t in write_targets([w.writer])}
     assert labels == {f"{pkg.name}.w:{n}" for n in ("A", "B", "C", "D")} | {"mod:attr"}
     (cell,) = write_targets([w.nonlocal_writer()])
-    assert cell.label.endswith("<closure memo>")
+    # the node id discovery gives the closure's content, so judge() finds its recorded steps
+    assert cell.label == f"{pkg.name}.w:nonlocal_writer.<locals>.inner#closure.memo"
 
 
 def test_transitions_follow_chains_only() -> None:
     t = Transitions(limit=3)
-    t.record("a", "b")
-    t.record("b", "c")
-    assert t.explains("a", "c") and not t.explains("c", "a") and not t.explains("a", "z")
-    t.record("x", "y")
-    t.record("y", "z")  # beyond the limit: the oldest step is forgotten
-    assert not t.explains("a", "b") and t.explains("x", "z")
+    t.record("m:V", "a", "b")
+    t.record("m:V", "b", "c")
+    assert t.explains("m:V", "a", "c") and not t.explains("m:V", "c", "a") and not t.explains("m:V", "a", "z")
+    assert not t.explains("m:W", "a", "b")  # another global holding equal values explains nothing
+    t.record("m:V", "x", "y")
+    t.record("m:V", "y", "z")  # beyond the limit: the oldest step is forgotten
+    assert not t.explains("m:V", "a", "b") and t.explains("m:V", "x", "z")
 
 
 def test_judge_verdicts(pkg) -> None:
@@ -305,7 +307,9 @@ def test_judge_verdicts(pkg) -> None:
     j.VALUE.append(2)
     assert build.judge(base, base.refresh()).verdict is build.Verdict.DATA
     old, new = base.graph.nodes[f"{pkg.name}.j:VALUE"].digest, base.refresh().graph.nodes[f"{pkg.name}.j:VALUE"].digest
-    TRANSITIONS.record(old, new)  # as a managed build would
+    TRANSITIONS.record(f"{pkg.name}.j:OTHER", old, new)  # another global's equal step explains nothing
+    assert build.judge(base, base.refresh()).verdict is build.Verdict.DATA
+    TRANSITIONS.record(f"{pkg.name}.j:VALUE", old, new)  # as a managed build would
     assert build.judge(base, base.refresh()).verdict is build.Verdict.ADOPT
     j.f.__code__ = (lambda: 0).__code__
     assert build.judge(base, base.refresh()).verdict is build.Verdict.CODE
@@ -323,3 +327,25 @@ def test_build_not_kept_is_logged(pkg, path, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="flydeps"):
         _during_build(f.make, lambda: setattr(f, "CONF", 5), "a")
     assert "not kept" in caplog.text and "CONF" in caplog.text and "1 -> 5" in caplog.text
+
+
+def test_a_factory_returning_what_its_code_reads_is_kept(pkg, path) -> None:
+    """The returned object is also reached from the factory's own code: in a graph with the
+    return value as a second root its node gets another id. The verdict compares the same
+    roots before and after, so the entry is kept and the next call is a hit."""
+    pkg.write(
+        "ret",
+        "import flydeps\n"
+        "def helper(x):\n    return x + 1\n"
+        "def launch(x):\n    return helper(x)\n"
+        "TABLE = {'launch': launch}\n"
+        "@flydeps.cached_factory\n"
+        "def get(name):\n    return TABLE[name] if name in TABLE else launch\n",
+    )
+    ret = pkg.load("ret")
+    assert ret.get("launch") is ret.launch and ret.get("other") is ret.launch
+    ret.get("launch"), ret.get("other")
+    assert ret.get.cache_info().misses == 2 and ret.get.cache_info().hits == 2
+    ret.helper.__code__ = (lambda x: x + 2).__code__  # a real change still rebuilds
+    ret.get("launch")
+    assert ret.get.cache_info().misses == 3

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dis
 import itertools
-import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType, SimpleNamespace
@@ -157,8 +157,14 @@ class Program:
         return "\n".join([*head, *body, "    return f", ""])
 
 
+def _compile(source: str) -> CodeType:
+    with warnings.catch_warnings():  # generated code compares literals with ``is``: legal, and warned
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return compile(source, "gen.py", "exec", dont_inherit=True)
+
+
 def compiled(source: str) -> CodeType:
-    code = find_code(compile(source, "gen.py", "exec", dont_inherit=True), "make.<locals>.f")
+    code = find_code(_compile(source), "make.<locals>.f")
     assert code is not None
     return code
 
@@ -209,7 +215,7 @@ def behaviour(source: str) -> list:
         return record
 
     namespace = {"g": recorder("g"), "h": recorder("h"), "o": SimpleNamespace(x=3, y="q")}
-    exec(compile(source, "gen.py", "exec", dont_inherit=True), namespace)
+    exec(_compile(source), namespace)
     for v, w, a, b in INPUTS:
         try:
             trace.append(("return", repr(namespace["make"](v, w)(a, b))))
@@ -246,11 +252,7 @@ layouts = st.builds(
     comment_lines=st.booleans(),
     trailing_comments=st.booleans(),
     blank_lines=st.booleans(),
-    # 3.13 copies a small exit block into the jump to it only if the block's line-event NOPs
-    # leave it small enough: a statement whose expression starts on a later line (``return (``)
-    # can change the copy. A documented limit (docs/guarantees.md), pinned by
-    # test_bytecode.py::test_313_exit_block_copy_depends_on_layout.
-    split_expressions=st.booleans() if sys.version_info < (3, 13) else st.just(False),
+    split_expressions=st.booleans(),
 )
 
 

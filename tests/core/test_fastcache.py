@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from flydeps import _audit, _watch, cached_factory, factory
 
 HAS_C = factory.FASTCACHE
-FAST_ON = HAS_C and _watch.AVAILABLE and _watch.BACKEND == "ext" and _audit.ENABLED
+FAST_ON = HAS_C and _audit.ENABLED and ((_watch.AVAILABLE and _watch.BACKEND == "ext") or (_watch.TAGS and bool(getattr(factory._fastcache, "TAGS_API", 0))))
 needs_c = pytest.mark.skipif(not HAS_C, reason="flydeps._fastcache was not built for this interpreter")
-needs_fast = pytest.mark.skipif(not FAST_ON, reason="the counter-only hit needs CPython >= 3.12 and flydeps._watchext")
+needs_fast = pytest.mark.skipif(not FAST_ON, reason="the counter-only hit needs flydeps._watchext (3.12+) or flydeps._dictver (3.10/3.11)")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -98,6 +98,26 @@ def is_user_data(m: Mutation) -> bool:
     return m.op in DATA_OPS or m.kind in DATA_EDIT_KINDS
 
 
+# Mutations that change nothing the trace reads (cosmetic edits, a reload without edit, an
+# unrelated function or variable, an identical copy, an equal value, another launcher's
+# trace, an equivalent call): a retrace or a refusal after one of these is a defect.
+# Every other kind changes an input the trace reads (code it runs, a value, an argument, an
+# environment variable it read); when that input does not reach the IR (a branch not taken,
+# a memoized result, a host-side string) a retrace is the price of keying by inputs.
+NEUTRAL_PREFIXES = (
+    "cosmetic:",
+    "reload: no edit",
+    "unrelated function",
+    "monkeypatch: identical copy",
+    "env var (unrelated)",
+)
+NEUTRAL_SUFFIXES = ("equal value rebound", "(other launcher)", "call form")
+
+
+def is_neutral(m: Mutation) -> bool:
+    return m.kind.startswith(NEUTRAL_PREFIXES) or m.kind.endswith(NEUTRAL_SUFFIXES)
+
+
 def dead_code(o: Outcome) -> bool:
     """A WASTED edit of a line the baseline trace never ran (a branch not taken): a key at
     function granularity cannot tell it from a live edit, so it is reported apart."""

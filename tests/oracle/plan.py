@@ -7,16 +7,18 @@ trace can reach: the source edits of :mod:`sites` (edit + reload), a reload with
 the live mutations of :mod:`live`, the environment variables the package reads while
 tracing (found in its source) plus FlyDSL's code-gen and target selectors and one unrelated
 variable, the ``fx.Constexpr[float]`` argument changes (``0.0 -> -0.0``, ``NaN -> NaN``, the
-next float up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
+next float32 step up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
 another managed launcher sharing the helpers, and cosmetic edits under
-``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``. The control subject gets the mutations of its own
-module only. The order is deterministic; :func:`fast_subset` picks a stratified sample
+``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``. The control subject gets only the semantic changes
+of the helper its kernel reaches through a computed ``getattr`` (kinds ``control: ...``).
+The order is deterministic; :func:`fast_subset` picks a stratified sample
 (every kind represented) for CI.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -193,7 +195,13 @@ def _control(texts: dict[str, str], names: set[str], live: dict[str, list]) -> l
         for k, op, w, d, p in live[short]
         if k in ("monkeypatch", "__code__ swap")
     ]
-    return [m for m in out if CONTROL_HELPER in m.detail or CONTROL_HELPER in m.where]
+    # the helper is named nowhere (that is the point), so its edits would read "unrelated"
+    kinds = {"unrelated function": "edit+reload"}
+    return [
+        dataclasses.replace(m, kind=f"control: {kinds.get(m.kind, m.kind)}")
+        for m in out
+        if CONTROL_HELPER in m.detail or CONTROL_HELPER in m.where
+    ]
 
 
 def write_plan(pkg: object, scratch: Path, out: Path) -> None:

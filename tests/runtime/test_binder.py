@@ -117,3 +117,40 @@ def test_stale_after_defaults_are_replaced() -> None:
     assert fresh.bind((0,), {}) == (0, 5, 2)
     launch.__kwdefaults__ = {"c": 3}
     assert fresh.stale()
+
+
+# --- the binder inside a real launcher ------------------------------------------------------
+
+
+@pytest.mark.usefixtures("compile_only")
+def test_launcher_binds_omitted_defaults_and_follows_replaced_ones(fdk) -> None:
+    """Oracle: FlyDSL's IR key from a fresh plain trace of the same call (its own binding)."""
+    import torch
+    from flydsl.compiler.jit_function import JitFunction
+
+    from flydsl_runtime import Launcher
+
+    mod = fdk.module("defaults")
+    # A replaced default is a data change: follow it (the launchers' default policy raises).
+    launch = Launcher(JitFunction(mod.scaled_copy.jit_function.func), on_drift="rebuild")
+    a, c, n = torch.zeros(1024), torch.zeros(1024), 1024
+
+    def fresh(*args: object, **kwargs: object) -> str:
+        plain = JitFunction(launch.jit_function.func)
+        plain._compile_or_execute(args, kwargs, execute=False)
+        return plain._last_compiled[0]
+
+    def served(*args: object, **kwargs: object) -> str:
+        launch(*args, **kwargs)
+        key = launch._key(launch._owners[None], None, launch._bind(args, kwargs))
+        return launch._entries[key].ir_key
+
+    omitted = served(a, c, n)
+    assert omitted == fresh(a, c, n) == served(a, c, n, 2, None) == served(a, c, n=n, factor=2)
+    assert launch.cache_info().misses == 1
+    launch.jit_function.func.__defaults__ = (3, None)  # the omitted factor is now 3
+    after = served(a, c, n)
+    assert after == fresh(a, c, n) != omitted
+    assert launch.cache_info().misses == 2
+    with pytest.raises(TypeError, match=r"scaled_copy\(\): missing a required argument: 'n'"):
+        launch(a, c)

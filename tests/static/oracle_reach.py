@@ -294,7 +294,7 @@ class Reach:
             cls = vars(live).get(key.split(".")[0]) if "." in top else None
             if isinstance(cls, type):  # a method: ``self.x`` on the owner, else on its class
                 owner = self._owner if self._owner is not None and issubclass(self._owner, cls) else cls
-                work.append((("mro", owner) if "super" in names else owner, frozenset()))
+                work.append((("mro", owner) if "super" in names else ("self", owner), frozenset(names)))
             key = self.parents[module].get(key, "")
             while key and not _is_function(self.codes[module][key]):  # a class body: not run by this root
                 key = self.parents[module].get(key, "")
@@ -311,6 +311,13 @@ class Reach:
             if isinstance(value, tuple) and len(value) == 2 and value[0] == "mro":  # super(): every class's own
                 for klass in value[1].__mro__:
                     work.extend((attr, frozenset()) for attr in self._attributes(klass, klass, seen))
+                continue
+            if isinstance(value, tuple) and len(value) == 2 and value[0] == "self":
+                # ``self.x`` in a method: the instance exists already (its constructor ran
+                # before the build); the attributes the code names, as the MRO resolves them.
+                first = {n: k for k in reversed(value[1].__mro__) for n in vars(k) if n in names}
+                for klass in value[1].__mro__:
+                    work.extend((attr, frozenset()) for attr in self._attributes(klass, first, seen))
                 continue
             mark = (id(value), names if isinstance(value, ModuleType) else frozenset())
             if mark in visited:

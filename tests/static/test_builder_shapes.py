@@ -86,6 +86,11 @@ def test_a_method_patched_after_the_class_is_followed(tmp_path: Path) -> None:
     assert "pkg.p:helper" in graph.reachable("pkg.p:use")  # the class is not an opaque global
     edges = {(e.dst, e.label) for e in graph.successors("pkg.p:T.copy")}
     assert ("external:flydsl.compiler.ast_rewriter.ASTRewriter.transform", "@ASTRewriter.transform") in edges
+    assert ("pkg.p:T.copy#patch.0", "@T.copy = ...") in edges
+    base = _digest(root, "p.py::use")
+    patched = source.replace("transform(T.copy)", "transform(T.copy, 2)")
+    assert _digest(root, "p.py::use", {"p.py": patched}) != base  # the patch's own arguments count
+    assert _digest(root, "p.py::use", {"p.py": source.replace("x + 1", "x + 2")}) != base  # the method body
 
 
 def test_an_import_error_fallback_is_a_dependency() -> None:

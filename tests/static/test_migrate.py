@@ -164,8 +164,10 @@ def test_unused_lru_cache_name_is_removed_but_other_functools_names_kept() -> No
         ("from flydsl.compiler import _private\n", None),
         ("from flydsl.compiler import jit_function as jf\n", None),  # a submodule: not in the facade
         (
-            "import flydsl.compiler as flyc\nfrom flydsl.compiler.jit_function import JitFunction\nflyc.jit(JitFunction)\n",
-            "import flydsl_runtime.flyc as flyc\nfrom flydsl.compiler.jit_function import JitFunction\nflyc.jit(JitFunction)\n",
+            "import flydsl.compiler as flyc\n"
+            "from flydsl.compiler.jit_function import JitFunction\nflyc.jit(JitFunction)\n",
+            "import flydsl_runtime.flyc as flyc\n"
+            "from flydsl.compiler.jit_function import JitFunction\nflyc.jit(JitFunction)\n",
         ),
         ("from .flydsl.compiler import jit\n", None),
         ("import flydsl.expr as fx\n", None),

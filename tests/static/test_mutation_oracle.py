@@ -1,8 +1,8 @@
 """The static mutation oracle: systematic edits against what the edited code can run.
 
-For every example package (``examples/kernels`` with the builder shapes, the fixture
-repositories, the src-layout fixture), each file gets single edits (:mod:`mutations`):
-semantic ones (constant, operator, compare, called attribute, default value, decorator
+For every example package (``examples/kernels``: attention, norm, common, the builder
+shapes and realworld; the fixture repositories; the src-layout fixture), each file gets
+single edits (:mod:`mutations`): semantic ones (constant, operator, compare, called attribute, default value, decorator
 argument, module constant, class field), cosmetic ones (comment, docstring, blank line,
 re-wrapped call) and an unrelated function. Each edited tree is analysed statically (the
 file is only replaced in memory) and every root's transitive digest is compared with the
@@ -43,8 +43,8 @@ CASES = [
     (
         "examples",
         EXAMPLES,
-        [EXAMPLES / "kernels" / d for d in ("attention", "norm", "builders")],
-        [EXAMPLES / "kernels" / d for d in ("attention", "norm", "builders", "common")],
+        [EXAMPLES / "kernels" / d for d in ("attention", "norm", "builders", "realworld")],
+        [EXAMPLES / "kernels" / d for d in ("attention", "norm", "builders", "common", "realworld")],
     ),
     ("kernelrepo", FIXTURES, [FIXTURES / "kernelrepo"], [FIXTURES / "kernelrepo"]),
     ("plainpkg", FIXTURES, [FIXTURES / "plainpkg"], [FIXTURES / "plainpkg"]),
@@ -120,10 +120,14 @@ def results() -> Results:
     out = Results()
     for _, base, paths, edited in CASES:
         sys.path.insert(0, str(base))
+        before = set(sys.modules)
         try:
             _run_case(out, base, paths, edited)
         finally:
             sys.path.remove(str(base))
+            for name in set(sys.modules) - before:  # the imported package: later tests import their own
+                if name.partition(".")[0] in ("kernels", "kernelrepo", "plainpkg", "mk"):
+                    del sys.modules[name]
     total = sum(out.counts[k] for k in ("semantic", "semantic, no root can run it", "semantic, no code changed"))
     total += out.counts["cosmetic"] + out.counts["unrelated"]
     out.counts["total"] = total

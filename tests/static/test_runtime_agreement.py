@@ -9,7 +9,8 @@ the reasons below, derived from the edge that reaches it; anything else fails th
 * ``decorator``: statically a decorated function links to its decorator
   (``@functools.lru_cache``); at run time the module attribute *is* the wrapper object.
 * ``wrapper object``: the runtime root of an ``lru_cache`` factory is the wrapper object
-  (``root``) whose type and ``cache_parameters`` are leaves of their own.
+  (``root``, ``root@owner`` through a class) whose type and ``cache_parameters`` are leaves
+  of their own; a decorated method reached through ``self`` is the wrapper per owner.
 * ``super()``: ``super().m()`` is followed statically to the shadowed method seen through
   the owner (``mod:Base.m@mod:Sub``); the runtime cannot see through the ``super()`` call.
 * ``import fallback``: ``try: from lib import f`` / ``except ImportError: def f``: statically

@@ -192,8 +192,9 @@ def _build(
         Diagnostic(
             path,
             line,
-            f"import {name}: neither a module of the project nor installed; declare its package "
-            "directory (pyproject package-dir, src/) or pass --root DIR",
+            f"import {name}: neither a module of the project nor installed; if it is your package, "
+            "declare its directory (pyproject package-dir, src/) or pass --root DIR; if it is a "
+            f"library, install it or name it in FLYDEPS_ASSUME_INSTALLED={name}",
         )
         for name, (path, line) in index.missing.items()
     ]
