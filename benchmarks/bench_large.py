@@ -65,7 +65,7 @@ def _cold_fingerprint_ms(fn: object, repeat: int) -> tuple[float, int]:
     times, nodes = [], 0
     for _ in range(repeat):
         for memo in list(vars(_bytecode).values()):  # the per-code-object memos: a cold process
-            if isinstance(memo, weakref.WeakKeyDictionary):
+            if isinstance(memo, (weakref.WeakKeyDictionary, _bytecode._CodeMemo)):
                 memo.clear()
         t0 = time.perf_counter()
         fp = flydeps.fingerprint(fn)

@@ -29,6 +29,12 @@ and, when the build listed the environment, the set of names it saw.
   consumer that serves a cached result from inside another build (a ``cached_factory`` hit
   inside a trace) calls it so the outer build depends on what the inner one read.
 
+:func:`version` is the environment's modification counter for memos on hot paths: two
+equal answers (never ``None``) mean ``os.environ`` was not modified in between. It is the
+PEP 509 tag of ``os.environ``'s storage dict on CPython 3.10/3.11 and the dict watchers'
+counter on 3.12+ (both through :mod:`flydeps._watch`; spurious moves are allowed, missed
+ones are not); ``None`` where neither exists (callers then re-read every time).
+
 Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C code calling
 ``getenv(3)``, a subprocess). This module imports nothing outside the standard library.
 """
@@ -41,7 +47,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["EMPTY", "EnvReads", "Recorder", "note", "paused", "recording"]
+__all__ = ["EMPTY", "EnvReads", "Recorder", "note", "paused", "recording", "version"]
 
 _Environ = type(os.environ)
 _ORIGINAL_CLASS = _Environ
@@ -260,3 +266,27 @@ def note(reads: EnvReads) -> None:
     if reads:
         for rec in _recorders() or ():
             rec._note_reads(reads)
+
+
+def _make_version() -> Callable[[], int | None]:
+    """:func:`version` for this interpreter (see the module docstring)."""
+    from . import _watch
+
+    data = _DATA
+    if type(data) is not dict:
+        return lambda: None
+    if _watch.TAGS:
+        tags_max, only = _watch.tags_max, (data,)
+        return lambda: tags_max(only)
+    if _watch.AVAILABLE and _watch.BACKEND == "ext":
+        _watch.watch_dict(data)
+        watch_version = _watch.version
+
+        def watched() -> int | None:
+            return watch_version() if _watch.AVAILABLE else None  # degraded later: no memo
+
+        return watched
+    return lambda: None
+
+
+version: Callable[[], int | None] = _make_version()

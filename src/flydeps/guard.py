@@ -227,7 +227,7 @@ def _tag_plan(
     for w in covered:
         dicts.setdefault(id(w.container), w.container)
     rest = tuple(w for w in watches if not (type(w.container) is dict and w.read is read_dict))
-    return tuple(dicts.values()), covered, rest  # type: ignore[return-value]
+    return tuple(dicts.values()), covered, rest  # type: ignore[arg-type]
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:

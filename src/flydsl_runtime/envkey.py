@@ -39,6 +39,7 @@ __all__ = [
     "VALUE_KEYED_ENV_VARS",
     "describe_env_change",
     "env_key",
+    "paths_configured",
 ]
 
 ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
@@ -179,6 +180,12 @@ def _path_effects() -> tuple[str | None, ...]:
 _ALL_KEYS = _PLAIN_KEYS + _PATH_KEYS + tuple(sorted({b for keys in _PER_ARCH_KEYS.values() for b in keys}))
 _UNSET = (None,) * len(_ALL_KEYS)
 _memo: dict[tuple, Hashable] = {}
+
+
+def paths_configured() -> bool:
+    """True while a path-like variable is set: its effect (a content digest) must then be
+    re-checked on every call, so callers must not memoize :func:`env_key` on the environment."""
+    return any(_read(_PATH_KEYS))
 
 
 def env_key(arch: str) -> Hashable:

@@ -48,6 +48,7 @@ from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hi
 
 from flydeps import Guard, build, fingerprint
 from flydeps._environ import EnvReads
+from flydeps._environ import version as environ_version
 from flydeps.drift import check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
 from flydeps.graph import NodeKind
@@ -57,8 +58,8 @@ from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner
 from .binder import ArgBinder
 from .debuginfo import positions_in_ir
-from .envkey import VALUE_KEYED_ENV_VARS, env_key
-from .target import current_target
+from .envkey import VALUE_KEYED_ENV_VARS, env_key, paths_configured
+from .target import current_device_id, resolved_target
 
 __all__ = ["CacheInfo", "Entry", "Launcher", "ON_DRIFT"]
 
@@ -136,6 +137,25 @@ def _positions_digest(fp: Fingerprint) -> str:
     memo dict) must not move this part of the key; the state's digest covers data."""
     code = sorted(f"{nid}={node.digest}" for nid, node in fp.graph.nodes.items() if node.kind in _CODE_NODES)
     return blake3("\n".join(code).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# (environment version, resolved target, env key): both depend on the environment alone, so
+# a warm call re-reads them only after os.environ was modified (flydeps._environ.version).
+_target_env: tuple[object, tuple[str, str, int], object] = (None, ("", "", 0), None)
+
+
+def _target_and_env() -> tuple[tuple[str, str, int], object]:
+    """The resolved target and code-gen env key, memoized on the environment's version."""
+    global _target_env
+    version = environ_version()
+    memo = _target_env
+    if version is not None and memo[0] == version:
+        return memo[1], memo[2]
+    resolved = resolved_target()
+    env = env_key(resolved[1])
+    if version is not None and not paths_configured():  # path effects are re-stat'ed per call
+        _target_env = (version, resolved, env)
+    return resolved, env
 
 
 def _freeze(value: object) -> object:
@@ -274,7 +294,8 @@ class Launcher:
     # --- key ------------------------------------------------------------------------
 
     def _key(self, state: _OwnerState, bound_self: object, positional: tuple) -> tuple:
-        target = current_target()
+        resolved, env = _target_and_env()
+        target = (resolved, current_device_id())
         overlay = getattr(_HINTS_TLS, "data", None)
         persistent = self._jf.compile_hints
         hints = _freeze(merge_compile_hints(persistent, overlay)) if (persistent or overlay) else ()
@@ -286,7 +307,7 @@ class Launcher:
         digest: str | tuple[str, str] = state.digest
         if _env_get(_DEBUG_INFO) is not None and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
-        return (digest, self._signer(positional), target, env_key(target[0][1]), hints, self_key)
+        return (digest, self._signer(positional), target, env, hints, self_key)
 
     def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str]:
         """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so

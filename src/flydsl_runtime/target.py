@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from flydsl.compiler.backends import get_backend
 
-__all__ = ["TargetKey", "current_target", "persistent_target"]
+__all__ = ["TargetKey", "current_device_id", "current_target", "persistent_target", "resolved_target"]
 
 TargetKey = tuple[tuple[str, str, int], int]  # ((backend, arch, warp size), device id)
 
@@ -65,13 +65,24 @@ def _current_device_id() -> int:
     return _device_id()
 
 
-def current_target() -> TargetKey:
-    """``((backend, arch, warp size) of the resolved GPUTarget, active device id)``."""
+def resolved_target() -> tuple[str, str, int]:
+    """``(backend, arch, warp size)`` of FlyDSL's resolved GPUTarget: a function of the
+    environment alone (the selectors, and hardware detection FlyDSL caches per process)."""
     selectors = _selector_values()
     target = _resolved.get(selectors)
     if target is None:
         target = _resolve(selectors)
-    return (target, _current_device_id())
+    return target
+
+
+def current_device_id() -> int:
+    """The active device of FlyDSL's device runtime (in-process keys only)."""
+    return _current_device_id()
+
+
+def current_target() -> TargetKey:
+    """``((backend, arch, warp size) of the resolved GPUTarget, active device id)``."""
+    return (resolved_target(), _current_device_id())
 
 
 def persistent_target(key: TargetKey) -> tuple[str, str, int]:

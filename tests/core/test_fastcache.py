@@ -28,9 +28,14 @@ from hypothesis import strategies as st
 from flydeps import _audit, _watch, cached_factory, factory
 
 HAS_C = factory.FASTCACHE
-FAST_ON = HAS_C and _audit.ENABLED and ((_watch.AVAILABLE and _watch.BACKEND == "ext") or (_watch.TAGS and bool(getattr(factory._fastcache, "TAGS_API", 0))))
+_COUNTERS = (_watch.AVAILABLE and _watch.BACKEND == "ext") or (
+    _watch.TAGS and bool(getattr(factory._fastcache, "TAGS_API", 0))
+)
+FAST_ON = HAS_C and _audit.ENABLED and _COUNTERS
 needs_c = pytest.mark.skipif(not HAS_C, reason="flydeps._fastcache was not built for this interpreter")
-needs_fast = pytest.mark.skipif(not FAST_ON, reason="the counter-only hit needs flydeps._watchext (3.12+) or flydeps._dictver (3.10/3.11)")
+needs_fast = pytest.mark.skipif(
+    not FAST_ON, reason="the counter-only hit needs flydeps._watchext (3.12+) or flydeps._dictver (3.10/3.11)"
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
