@@ -12,7 +12,6 @@ Also times cold ``fingerprint`` as the helper count grows.
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import json
 import platform
@@ -84,7 +83,17 @@ def measure(counts: list[int], number: int, repeat: int) -> list[dict]:
             cold = per_call_ns(cold_fingerprint, 1, 3)
             refresh = per_call_ns(lambda: flydeps.fingerprint(mod.factory(64)), 1, 3)
             assert mod.cached.cache_info().misses == 1, "warm loop must only hit"
-            rows.append({"deps": n, "lru_ns": lru_ns, "cached_ns": cf_ns, "python_ns": py_ns, "ratio": cf_ns / lru_ns, "cold_fp_ms": cold / 1e6, "refresh_ms": refresh / 1e6})
+            rows.append(
+                {
+                    "deps": n,
+                    "lru_ns": lru_ns,
+                    "cached_ns": cf_ns,
+                    "python_ns": py_ns,
+                    "ratio": cf_ns / lru_ns,
+                    "cold_fp_ms": cold / 1e6,
+                    "refresh_ms": refresh / 1e6,
+                }
+            )
             del fp
     return rows
 
@@ -100,10 +109,8 @@ def main() -> None:
     warm = measure([int(c) for c in args.counts.split(",")], args.number, args.repeat)
     cold = measure([int(c) for c in args.cold_counts.split(",")], 200, 3)
     hit_path = "C" if flydeps.factory._use_fastcache() else "Python"  # FLYDEPS_FASTCACHE=0: Python
-    info = (
-        f"CPython {platform.python_version()}, watchers: {_watch.BACKEND if _watch.AVAILABLE else 'none'}, "
-        f"hit path: {hit_path}"
-    )
+    namespaces = f"watchers ({_watch.BACKEND})" if _watch.AVAILABLE else "PEP 509 tags" if _watch.TAGS else "re-read"
+    info = f"CPython {platform.python_version()}, namespaces: {namespaces}, hit path: {hit_path}"
     if args.json:
         print(json.dumps({"python": info, "warm": warm, "cold": cold}, indent=2))
         return

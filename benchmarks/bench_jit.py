@@ -35,12 +35,12 @@ os.environ.setdefault("ARCH", "gfx942")
 os.environ.setdefault("ROCM_PATH", "/opt/flydeps-rocm")
 os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"
 
-import torch  # noqa: E402
-
 import flydsl.compiler as flydsl_flyc  # noqa: E402
 import flydsl.expr as fx  # noqa: E402
-import flydsl_runtime.flyc as flyc  # noqa: E402
+import torch  # noqa: E402
 from flydsl.compiler.jit_executor import CallState  # noqa: E402
+
+import flydsl_runtime.flyc as flyc  # noqa: E402
 
 BLOCK = 64
 N = 4096

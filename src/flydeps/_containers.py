@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _RETRIES = 1000
+_ODICT_ITER = collections.OrderedDict.__iter__
 
 
 def read_dict(d: Any) -> tuple:
@@ -45,9 +46,19 @@ def read_dict(d: Any) -> tuple:
 
 
 def read_odict(d: Any) -> tuple:
-    # The order lives in the OrderedDict's own links; values come from the dict table (no hashing).
-    values = {id(k): v for k, v in dict.items(d)}
-    return tuple(itertools.chain.from_iterable((k, values.get(id(k))) for k in collections.OrderedDict.__iter__(d)))
+    """Keys in the OrderedDict's own order, each with its value from the dict table (no hashing).
+
+    Every copy is one C call (no bytecode runs, so no other thread can run in between); the
+    order is read before and after the items, and a read that straddled a mutation raises
+    ``RuntimeError`` for :func:`stable` to retry, so the result is always a state that existed."""
+    order = list(_ODICT_ITER(d))
+    items = list(dict.items(d))
+    if len(items) != len(order) or not all(map(operator.is_, order, _ODICT_ITER(d))):
+        raise RuntimeError("OrderedDict mutated during iteration")
+    values = {id(k): v for k, v in items}
+    if len(values) != len(order) or not all(id(k) in values for k in order):
+        raise RuntimeError("OrderedDict mutated during iteration")
+    return tuple(itertools.chain.from_iterable((k, values[id(k)]) for k in order))
 
 
 def read_defaultdict(d: Any) -> tuple:

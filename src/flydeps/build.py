@@ -35,7 +35,7 @@ they count as somebody else's change (the build is rebuilt or follows ``on_drift
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FunctionType
 from typing import TypeVar
@@ -46,7 +46,18 @@ from .fingerprint import Fingerprint, NodeDiff, fingerprint_roots
 from .graph import DepGraph, NodeKind
 from .guard import Guard
 
-__all__ = ["BuildStart", "Judgement", "RootsBaseline", "Verdict", "begin", "finish", "judge", "settle", "stable"]
+__all__ = [
+    "BuildStart",
+    "Judgement",
+    "RootsBaseline",
+    "Verdict",
+    "begin",
+    "finish",
+    "judge",
+    "settle",
+    "stable",
+    "start_states",
+]
 
 T = TypeVar("T")
 _DATA_KINDS = frozenset({NodeKind.GLOBAL, NodeKind.OBJECT})
@@ -138,18 +149,32 @@ def settle(start: BuildStart) -> Judgement:
     return judge(start.fingerprint, stable(start.fingerprint.refresh))
 
 
-def judge(old: Fingerprint, new: Fingerprint) -> Judgement:
-    """Compare baseline ``old`` with ``new`` of the same roots (see the module docstring)."""
+def start_states(start: BuildStart, into: Mapping[str, frozenset] | None = None) -> dict[str, frozenset]:
+    """``label -> states`` a kept build started from, for each value it may write, merged
+    into ``into`` (the starts of earlier builds kept under the same baseline)."""
+    merged = dict(into or {})
+    for target, before in zip(start.writes, start.states):
+        merged[target.label] = merged.get(target.label, frozenset()) | {before}
+    return merged
+
+
+def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset] | None = None) -> Judgement:
+    """Compare baseline ``old`` with ``new`` of the same roots (see the module docstring).
+
+    ``starts`` (:func:`start_states`): a value a kept build wrote that now holds a state one of
+    those builds started from is adopted too: a build starting now reads what they read (a
+    memo a reload emptied, a registry reset to its import-time contents)."""
     if new.digest == old.digest:
         return Judgement(Verdict.SAME)
     before, after = old.graph.nodes, new.graph.nodes
+    starts = starts or {}
     adopted = {
         nid
         for nid, node in before.items()
         if node.kind in _DATA_KINDS
         and nid in after
         and after[nid].digest != node.digest
-        and TRANSITIONS.explains(nid, node.digest, after[nid].digest)
+        and (TRANSITIONS.explains(nid, node.digest, after[nid].digest) or after[nid].digest in starts.get(nid, ()))
     }
     reach = _reachable(old.graph, adopted)
     diffs = _rebound(old.graph, new.graph, reach - adopted)

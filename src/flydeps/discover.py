@@ -33,6 +33,7 @@ from ._objects import (
     defining_class,
     function_module,
     function_qualname,
+    instance_dict,
     is_c_callable,
     is_external_type,
     is_member_code,
@@ -410,15 +411,29 @@ class _Walker(NameResolver):
         def expand() -> None:
             self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
             if settings:  # its own node: a wrapper's id may be shared with the function it wraps
-                shown = ", ".join(f"{label[1:]}={describe(value)}" for label, value in settings)
+                shown = ", ".join(f"{label[1:].lstrip('.')}={describe(value)}" for label, value in settings)
                 self.add(f"{hint}#settings", NodeKind.OBJECT, snapshot(settings).digest, detail=shown)
                 self.edge(hint, f"{hint}#settings", EdgeKind.ATTRIBUTE, "settings")
+                self._bind_settings(obj, settings, f"{hint}#settings")
             for label, value in parts:
                 kind = EdgeKind.DECORATES if label in ("func", "__wrapped__") else EdgeKind.ATTRIBUTE
                 self.edge(hint, self.visit(value, owner, f"{hint}.{label}"), kind, label)
 
         self.work.append(expand)
         return hint
+
+    def _bind_settings(self, obj: object, settings: tuple[tuple[str, object], ...], node: str) -> None:
+        """``=.attr`` settings are the wrapper's own instance attributes: guard each binding
+        in the instance dict (a rebinding, e.g. ``kernel._name = ...``, is a code change of
+        the wrapper, as editing its decorator argument is)."""
+        namespace = instance_dict(obj)
+        if namespace is None:
+            return
+        for label, _value in settings:
+            if label.startswith("=."):
+                attr = label[2:]
+                current = namespace.get(attr, MISSING)
+                self.bindings.append(Binding(BindingKind.DICT, namespace, attr, current, node, f"{node}.{attr}", True))
 
     def _visit_value(self, value: object, hint: str) -> str:
         t = type(value)

@@ -67,10 +67,12 @@ def _unwrap_jit(obj: JitFunction) -> Iterable[tuple[str, object]]:
 def _unwrap_kernel(obj: KernelFunction) -> Iterable[tuple[str, object]]:
     func = obj._func
     block = getattr(obj, "_known_block_size", None)
+    # "=." settings are the kernel object's own attributes: discovery also guards their
+    # bindings, so `kernel._name = ...` after decoration is seen like an edited decorator.
     return (
         ("func", func),
-        ("=name", getattr(obj, "_name", None)),
-        ("=known_block_size", tuple(block) if block is not None else None),
+        ("=._name", getattr(obj, "_name", None)),
+        ("=._known_block_size", tuple(block) if block is not None else None),
         ("=symbol", _name_of(func)),
     )
 

@@ -37,8 +37,9 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import FunctionType, MappingProxyType
 from typing import Any, NamedTuple
 
 from blake3 import blake3
@@ -127,9 +128,30 @@ class _OwnerState:
     fingerprint: Fingerprint
     guard: Guard
     digest: str
+    # label -> states the kept traces started from, for each value they wrote (build.judge)
+    starts: Mapping[str, frozenset] = field(default_factory=dict)
 
 
 _CODE_NODES = (NodeKind.FUNCTION, NodeKind.METHOD)
+_NO_STARTS: Mapping[str, frozenset] = MappingProxyType({})
+
+
+def _source_files(fp: Fingerprint) -> tuple[str, ...]:
+    """The files of every function a fingerprint reached (what FlyDSL may read for locations)."""
+    discovery = fp._discovery
+    files = set()
+    for b in discovery.bindings if discovery is not None else ():
+        if type(b.container) is FunctionType:
+            files.add(b.container.__code__.co_filename)
+    return tuple(sorted(f for f in files if not f.startswith("<")))
+
+
+def _file_state(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _positions_digest(fp: Fingerprint) -> str:
@@ -182,7 +204,7 @@ class Launcher:
         self._entries: dict[tuple, Entry] = {}
         self._last: dict[type | None, Entry] = {}
         # owner -> (dependency state, (digest, digest with source positions)); debug info only
-        self._positions: dict[type | None, tuple[_OwnerState, tuple[str, str]]] = {}
+        self._positions: dict[type | None, tuple[_OwnerState, tuple[str, str], tuple[str, ...]]] = {}
         self._lock = threading.RLock()
         self._signer: ArgSigner | None = None
         self._binder: ArgBinder | None = None
@@ -304,21 +326,25 @@ class Launcher:
         else:
             signed = getattr(type(bound_self), "__cache_signature__", None)
             self_key = (type(bound_self), bound_self.__cache_signature__() if signed else id(bound_self))
-        digest: str | tuple[str, str] = state.digest
+        digest: str | tuple = state.digest
         if _env_get(_DEBUG_INFO) is not None and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
         return (digest, self._signer(positional), target, env, hints, self_key)
 
-    def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str]:
+    def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str, tuple]:
         """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so
         the key's digest also covers the source positions of everything the launcher reaches.
         Computed once per dependency state: any edit, move or reload fails the guard and
-        re-takes the state, so a stale position cannot outlive it."""
+        re-takes the state, so a stale position cannot outlive it. FlyDSL also reads the
+        *current* file (``inspect.getsourcelines`` for a kernel's location), which an edit
+        changes before any reload: the source files are re-``stat``ed on every call in this
+        mode (size and modification time)."""
         cached = self._positions.get(owner)
         if cached is None or cached[0] is not state:
-            cached = (state, (state.digest, _positions_digest(fingerprint_roots(self._roots(owner), positions=True))))
+            fp = fingerprint_roots(self._roots(owner), positions=True)
+            cached = (state, (state.digest, _positions_digest(fp)), _source_files(fp))
             self._positions[owner] = cached
-        return cached[1]
+        return (*cached[1], tuple(map(_file_state, cached[2])))
 
     @staticmethod
     def _usable(entry: Entry, compile_only: bool) -> bool:
@@ -378,10 +404,16 @@ class Launcher:
             if current is None:
                 return self._baseline(owner, build.stable(fingerprint_roots, self._roots(owner)))
             fresh = build.stable(current.fingerprint.refresh)
-            return self._drift(owner, current, fresh, build.judge(current.fingerprint, fresh))
+            return self._drift(owner, current, fresh, build.judge(current.fingerprint, fresh, starts=current.starts))
 
-    def _baseline(self, owner: type | None, fp: Fingerprint, digest: str | None = None) -> _OwnerState:
-        state = _OwnerState(fp, fp.guard(), digest or fp.digest)
+    def _baseline(
+        self,
+        owner: type | None,
+        fp: Fingerprint,
+        digest: str | None = None,
+        starts: Mapping[str, frozenset] = _NO_STARTS,
+    ) -> _OwnerState:
+        state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts)
         self._owners[owner] = state
         return state
 
@@ -393,7 +425,7 @@ class Launcher:
         stay hits; anything else takes the fresh digest, and the next trace is a miss."""
         consumer = self._name + (f" (owner class {owner.__qualname__})" if owner is not None else "")
         if decide(judgement, self._on_drift, consumer):  # raises under on_drift='raise'
-            return self._baseline(owner, fresh, digest=current.digest)
+            return self._baseline(owner, fresh, digest=current.digest, starts=current.starts)
         return self._baseline(owner, fresh)
 
     # --- miss -----------------------------------------------------------------------
@@ -442,7 +474,9 @@ class Launcher:
                 self._misses += 1
                 return compiled, compiled is not None and compiled._call_state is not None
             if judgement.verdict is build.Verdict.ADOPT:  # its own writes: same key digest
-                state = self._baseline(owner, after, digest=state.digest)
+                state = self._baseline(
+                    owner, after, digest=state.digest, starts=build.start_states(start, state.starts)
+                )
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
             if pinned is not None:
                 # Keyed by identity: what the trace read of the instance's own state (its

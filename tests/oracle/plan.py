@@ -7,7 +7,7 @@ trace can reach: the source edits of :mod:`sites` (edit + reload), a reload with
 the live mutations of :mod:`live`, the environment variables the package reads while
 tracing (found in its source) plus FlyDSL's code-gen and target selectors and one unrelated
 variable, the ``fx.Constexpr[float]`` argument changes (``0.0 -> -0.0``, ``NaN -> NaN``, the
-next float32 step up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
+a few float32 steps up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
 another managed launcher sharing the helpers, and cosmetic edits under
 ``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``. The control subject gets only the semantic changes
 of the helper its kernel reaches through a computed ``getattr`` (kinds ``control: ...``).
@@ -91,54 +91,26 @@ def _env(subject: Subject, texts: dict[str, str]) -> list[Mutation]:
     return out
 
 
+def _arg(kind: str, subject: Subject, param: str, detail: str, new: tuple, base: object = None) -> Mutation:
+    base_args = () if base is None else ((param, ("value", base)),)
+    return Mutation(kind, subject.name, "", "args", param, detail, (param, new), (), base_args)
+
+
 def _args(subject: Subject) -> list[Mutation]:
     out = []
     for param, value in subject.float_params:
+        step = value * (1 + 2**-20) if value else 2.0**-100  # a different float32 value
         variants = (
             (0.0, -0.0, "0.0 -> -0.0"),
             (math.nan, math.nan, "NaN -> another NaN"),
-            (value, value * (1 + 2**-20) if value else 2.0**-100, f"{value!r} -> the next float32 step up"),
+            (value, step, f"{value!r} -> a few float32 steps up"),
             (1, 1.0, "int 1 -> float 1.0"),
         )
-        for base, new, detail in variants:
-            base_args = ((param, ("value", base)),)
-            out.append(
-                Mutation(
-                    "constexpr float argument",
-                    subject.name,
-                    "",
-                    "args",
-                    param,
-                    detail,
-                    (param, ("value", new)),
-                    (),
-                    base_args,
-                )
-            )
+        out += [_arg("constexpr float argument", subject, param, d, ("value", new), base) for base, new, d in variants]
     if subject.module == "norms":
-        out.append(
-            Mutation(
-                "call form",
-                subject.name,
-                "",
-                "args",
-                "stream",
-                "defaulted stream passed explicitly",
-                ("stream", ("stream",)),
-            )
-        )
+        out.append(_arg("call form", subject, "stream", "defaulted stream passed explicitly", ("stream",)))
     if subject.width_param:
-        out.append(
-            Mutation(
-                "constexpr int argument",
-                subject.name,
-                "",
-                "args",
-                subject.width_param,
-                "4 -> 8",
-                (subject.width_param, ("value", 8)),
-            )
-        )
+        out.append(_arg("constexpr int argument", subject, subject.width_param, "4 -> 8", ("value", 8)))
     return out
 
 

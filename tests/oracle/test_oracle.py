@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("flydsl")
+pytestmark = pytest.mark.flydsl
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -50,13 +51,30 @@ def _listing(outcomes: list, verdicts: tuple[str, ...]) -> str:
     return "\n".join(f"{o.verdict} {o.mutation.label}: {o.note[:200]}" for o in outcomes if o.verdict in verdicts)
 
 
-def test_fast_subset_is_never_stale_and_rarely_wasted(fast_outcomes: list) -> None:
-    main, _limits, _control = split(fast_outcomes)
-    counts = Counter(o.verdict for o in main)
+def _counted(outcomes: list) -> tuple[list, int]:
+    main, _limits, _control = split(outcomes)
+    return main, sum(o.verdict in ("OK", "STALE", "WASTED", "RAISED") for o in main)
+
+
+def test_fast_subset_covers_every_kind_without_harness_errors(fast_outcomes: list) -> None:
+    main, _ = _counted(fast_outcomes)
     assert len(main) >= 50 and len({o.mutation.kind for o in main}) >= 25
-    assert counts["ERROR"] == 0, _listing(main, ("ERROR",))
-    assert counts["STALE"] == 0, _listing(main, ("STALE",))
-    counted = sum(counts[v] for v in ("OK", "STALE", "WASTED", "RAISED"))
+    assert not [o for o in main if o.verdict == "ERROR"], _listing(main, ("ERROR",))
+
+
+def test_fast_subset_is_never_stale(fast_outcomes: list) -> None:
+    main, _ = _counted(fast_outcomes)
+    assert not [o for o in main if o.verdict == "STALE"], _listing(main, ("STALE",))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 7, causes 7/8; docs/guarantees.md 'Runtime mutation oracle'): reloading "
+    "realworld/memops.py resets the memo dict the builds filled -> GlobalDriftError (softmax) or a retrace "
+    "with two helper generations alive (norms). Remove this mark when it passes.",
+)
+def test_fast_subset_rarely_retraces_after_a_neutral_mutation(fast_outcomes: list) -> None:
+    main, counted = _counted(fast_outcomes)
     neutral = [o for o in main if o.verdict == "WASTED" and is_neutral(o.mutation)]
     assert len(neutral) <= 0.02 * counted, _listing(neutral, ("WASTED",))
 

@@ -165,3 +165,19 @@ def test_helper_rebound_while_the_trace_runs_is_not_kept(fdk, traces) -> None:
     shared.copy(a, c, N)  # the first trace was not kept: traced again, with the new helper
     shared.copy(a, c, N)
     assert traces == ["copy", "copy"] and shared.copy.cache_info().hits == 1
+
+
+def test_data_reset_to_the_state_a_kept_trace_started_from_is_adopted(fdk, traces) -> None:
+    """A reload re-runs ``MEMO = {}``: the state copy's own trace started from. A trace starting
+    now reads exactly what that one read, so copy stays a hit (no raise, no retrace). double's
+    trace started from ``{'copy': 64}``: for it the empty memo is a real change (it raises)."""
+    shared = _load(fdk)
+    a, c = _tensors()
+    shared.copy(a, c, N)
+    shared.double(a, c, N)
+    shared.MEMO.clear()
+    shared.REGISTRY.clear()
+    shared.copy(a, c, N)
+    assert traces == ["copy", "double"] and shared.copy.cache_info().hits == 1
+    with pytest.raises(GlobalDriftError):
+        shared.double(a, c, N)

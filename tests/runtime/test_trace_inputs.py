@@ -208,6 +208,20 @@ def test_kernel_decorator_arguments_reach_the_key(fdk, old, new) -> None:
     assert traced and second != first
 
 
+@pytest.mark.parametrize(
+    ("kernel", "attr", "value"),
+    [("named_kernel", "_name", "fdk_renamed"), ("sized_kernel", "_known_block_size", [32, 1, 1])],
+)
+def test_kernel_attribute_rebound_after_decoration_retraces(fdk, kernel, attr, value) -> None:
+    """The kernel object's own attributes are guarded, not only its decorator's source."""
+    mod = fdk.module("trace_inputs")
+    args = (*_args(), 64)
+    first, _ = check(mod.args_launch, *args)
+    setattr(getattr(fdk.module("kernel_args"), kernel), attr, value)
+    second, traced = check(mod.args_launch, *args)
+    assert traced and second != first
+
+
 def test_kernel_module_reload_without_edit_is_a_hit(fdk) -> None:
     mod = fdk.module("trace_inputs")
     args = (*_args(), 64)
