@@ -163,7 +163,10 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
 
     ``starts`` (:func:`start_states`): a value a kept build wrote that now holds a state one of
     those builds started from is adopted too: a build starting now reads what they read (a
-    memo a reload emptied, a registry reset to its import-time contents)."""
+    memo a reload emptied, a registry reset to its import-time contents). Likewise a value
+    back at a state from which recorded managed-build steps lead to the baseline: undoing the
+    builds' own writes is no more a user change than making them was (issue 7.7's rule, in
+    reverse)."""
     if new.digest == old.digest:
         return Judgement(Verdict.SAME)
     before, after = old.graph.nodes, new.graph.nodes
@@ -174,7 +177,11 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
         if node.kind in _DATA_KINDS
         and nid in after
         and after[nid].digest != node.digest
-        and (TRANSITIONS.explains(nid, node.digest, after[nid].digest) or after[nid].digest in starts.get(nid, ()))
+        and (
+            TRANSITIONS.explains(nid, node.digest, after[nid].digest)  # managed builds wrote it since
+            or after[nid].digest in starts.get(nid, ())  # back to where a kept build started
+            or TRANSITIONS.explains(nid, after[nid].digest, node.digest)  # back along managed writes
+        )
     }
     reach = _reachable(old.graph, adopted)
     diffs = _rebound(old.graph, new.graph, reach - adopted)

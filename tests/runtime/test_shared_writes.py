@@ -167,10 +167,11 @@ def test_helper_rebound_while_the_trace_runs_is_not_kept(fdk, traces) -> None:
     assert traces == ["copy", "copy"] and shared.copy.cache_info().hits == 1
 
 
-def test_data_reset_to_the_state_a_kept_trace_started_from_is_adopted(fdk, traces) -> None:
-    """A reload re-runs ``MEMO = {}``: the state copy's own trace started from. A trace starting
-    now reads exactly what that one read, so copy stays a hit (no raise, no retrace). double's
-    trace started from ``{'copy': 64}``: for it the empty memo is a real change (it raises)."""
+def test_data_reset_to_a_state_managed_builds_started_from_is_adopted(fdk, traces) -> None:
+    """A reload re-runs ``MEMO = {}`` and ``REGISTRY = []``: states from which the recorded
+    managed-build writes lead to what each launcher was traced with. Undoing the builds' own
+    writes is no user change (no raise, no retrace, for both); a state no managed build went
+    through is one (it raises, with the launchers' default on_drift)."""
     shared = _load(fdk)
     a, c = _tensors()
     shared.copy(a, c, N)
@@ -178,6 +179,9 @@ def test_data_reset_to_the_state_a_kept_trace_started_from_is_adopted(fdk, trace
     shared.MEMO.clear()
     shared.REGISTRY.clear()
     shared.copy(a, c, N)
-    assert traces == ["copy", "double"] and shared.copy.cache_info().hits == 1
+    shared.double(a, c, N)
+    assert traces == ["copy", "double"]
+    assert shared.copy.cache_info().hits == 1 and shared.double.cache_info().hits == 1
+    shared.REGISTRY.append("user")
     with pytest.raises(GlobalDriftError):
-        shared.double(a, c, N)
+        shared.copy(a, c, N)
