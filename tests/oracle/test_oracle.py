@@ -67,12 +67,6 @@ def test_fast_subset_is_never_stale(fast_outcomes: list) -> None:
     assert not [o for o in main if o.verdict == "STALE"], _listing(main, ("STALE",))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 7, causes 7/8; docs/guarantees.md 'Runtime mutation oracle'): reloading "
-    "realworld/memops.py resets the memo dict the builds filled -> GlobalDriftError (softmax) or a retrace "
-    "with two helper generations alive (norms). Remove this mark when it passes.",
-)
 def test_fast_subset_rarely_retraces_after_a_neutral_mutation(fast_outcomes: list) -> None:
     main, counted = _counted(fast_outcomes)
     neutral = [o for o in main if o.verdict == "WASTED" and is_neutral(o.mutation)]

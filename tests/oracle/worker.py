@@ -49,7 +49,9 @@ from model import LINE_EDIT_KINDS, Mutation, Outcome, is_user_data, mutation_fro
 from sites import source_sites, used_names  # noqa: E402
 from subjects import BY_NAME, Subject, call_args  # noqa: E402
 
+from flydeps import build  # noqa: E402
 from flydeps.errors import GlobalDriftError  # noqa: E402
+from flydeps.fingerprint import fingerprint_roots  # noqa: E402
 from flydsl_runtime import Launcher  # noqa: E402
 
 
@@ -160,7 +162,20 @@ def truth_key(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict)
     A new ``JitFunction`` sharing only the (already AST-rewritten) Python function: its
     signature, memory cache and last-compiled state start empty, so nothing of an earlier
     call is reused; FlyDSL's disk cache makes an unchanged IR cost no second compile.
+
+    The trace runs under flydeps' build protocol, as every trace does in a process where
+    flydsl_runtime is installed: what it writes to shared data (a memo, a trace log) is a
+    build's own effect, exactly as the launcher's own traces are, not a user's change.
     """
+    owner = type(bound_self) if bound_self is not None else None
+    start = build.begin(fingerprint_roots(launcher._roots(owner)))
+    try:
+        return _plain_trace(launcher, bound_self, args, kwargs)
+    finally:
+        build.finish(start)
+
+
+def _plain_trace(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) -> str:
     jf = launcher.jit_function
     fresh = object.__new__(JitFunction)
     fresh.__dict__.update(jf.__dict__)
