@@ -76,6 +76,7 @@ def measure(counts: list[int], number: int, repeat: int) -> list[dict]:
                 lru_ns = min(filter(None, [lru_ns, per_call_ns(lambda: mod.lru(64), number, repeat)]))
                 cf_ns = min(filter(None, [cf_ns, per_call_ns(lambda: mod.cached(64), number, repeat)]))
                 py_ns = min(filter(None, [py_ns, per_call_ns(lambda: mod.cached_py(64), number, repeat)]))
+
             def cold_fingerprint() -> None:
                 _bytecode._analysis.clear()  # cold: no code digest memoized
                 flydeps.fingerprint(mod.factory(64))

@@ -57,8 +57,14 @@ def axpy4_kernel(a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx
 
 
 def axpy4(
-    a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor,
-    n: fx.Int32, alpha: fx.Constexpr[int], stream: fx.Stream = None,
+    a: fx.Tensor,
+    b: fx.Tensor,
+    c: fx.Tensor,
+    d: fx.Tensor,
+    out: fx.Tensor,
+    n: fx.Int32,
+    alpha: fx.Constexpr[int],
+    stream: fx.Stream = None,
 ):
     axpy4_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
@@ -130,9 +136,11 @@ def main() -> int:
         return 0
     out = ["| warm call, 8-argument launcher | µs per call |", "|---|---:|"]
     out += [f"| {name} | {us:,.2f} |" for name, us in rows.items()]
-    out.append(f"\nflydeps decision is {flydsl_warm / decision:,.0f}x faster than FlyDSL 0.5's warm call "
-               f"(Python {summary['python']}; targets: ≤ 10 µs {'met' if decision <= 10 else 'MISSED'}, "
-               f"≥ 1000x {'met' if flydsl_warm / decision >= 1000 else 'MISSED'}).")
+    out.append(
+        f"\nflydeps decision is {flydsl_warm / decision:,.0f}x faster than FlyDSL 0.5's warm call "
+        f"(Python {summary['python']}; targets: ≤ 10 µs {'met' if decision <= 10 else 'MISSED'}, "
+        f"≥ 1000x {'met' if flydsl_warm / decision >= 1000 else 'MISSED'})."
+    )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 
