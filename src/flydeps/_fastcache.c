@@ -271,7 +271,11 @@ entry_version(PyObject *entry)
         PyObject *dicts = PyTuple_GET_ITEM(entry, E_NSDICTS);
         if (PyTuple_Check(dicts)) {
             long long tag = dictver_api->tags_max(dicts);
-            return tag < 0 ? 0 : (unsigned long long)tag;
+            if (tag < 0) { /* not a tuple of dicts: such an entry is never fast (validate_entry) */
+                PyErr_Clear();
+                return 0;
+            }
+            return (unsigned long long)tag;
         }
     }
     return 0;

@@ -530,3 +530,14 @@ def test_fastcache_flag_matches_build() -> None:
         assert factory.FASTCACHE
         if sys.version_info >= (3, 12) and _watch.BACKEND == "ext":
             assert _fastcache.WATCH_API == 1
+
+
+@needs_c
+def test_entry_with_a_bad_namespace_tuple_is_never_fast_and_never_errors() -> None:
+    """An entry whose namespace tuple (index 7) holds a non-dict is served through check(),
+    with no exception left set by the tag reader (3.10/3.11) or anything else."""
+    fc = factory._fastcache.FastCache(None, False, lambda a, k, s: "slow", [0], object())
+    fc.store(1, (lambda: True, "v", None, (), (), True, None, ({}, 1)))
+    assert fc(1) == "v" and fc(1) == "v"
+    if not factory._fastcache.WATCH_API:  # 3.12+: the watcher counter, not the tuple, decides
+        assert fc._link_state(1) == (False, False)
