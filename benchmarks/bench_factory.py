@@ -70,12 +70,12 @@ def measure(counts: list[int], number: int, repeat: int) -> list[dict]:
             mod = importlib.import_module(f"{name}.factories")
             mod.lru(64), mod.cached(64)  # warm both
             fp = mod.cached.__wrapped__  # the factory itself
-            lru_ns = cf_ns = py_ns = None
+            lru_ns = cf_ns = py_ns = float("inf")
             mod.cached_py(64)
             for _ in range(3):  # interleave to share machine noise
-                lru_ns = min(filter(None, [lru_ns, per_call_ns(lambda: mod.lru(64), number, repeat)]))
-                cf_ns = min(filter(None, [cf_ns, per_call_ns(lambda: mod.cached(64), number, repeat)]))
-                py_ns = min(filter(None, [py_ns, per_call_ns(lambda: mod.cached_py(64), number, repeat)]))
+                lru_ns = min(lru_ns, per_call_ns(lambda: mod.lru(64), number, repeat))
+                cf_ns = min(cf_ns, per_call_ns(lambda: mod.cached(64), number, repeat))
+                py_ns = min(py_ns, per_call_ns(lambda: mod.cached_py(64), number, repeat))
 
             def cold_fingerprint() -> None:
                 _bytecode._analysis.clear()  # cold: no code digest memoized

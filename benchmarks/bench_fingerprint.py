@@ -56,7 +56,7 @@ def corpus() -> list[CodeType]:
     return codes
 
 
-def timed(fn: Callable[[], None]) -> float:
+def timed(fn: Callable[[], object]) -> float:
     gc.collect()
     gc.disable()  # a collection landing in one variant's run is noise, not cost
     try:
@@ -67,7 +67,7 @@ def timed(fn: Callable[[], None]) -> float:
         gc.enable()
 
 
-def interleaved(variants: list[Callable[[], None]], rounds: int) -> list[float]:
+def interleaved(variants: list[Callable[[], object]], rounds: int) -> list[float]:
     """Best time of each variant, the variants run in turn ``rounds`` times."""
     best = [float("inf")] * len(variants)
     for _ in range(rounds):

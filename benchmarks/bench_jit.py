@@ -69,10 +69,12 @@ def axpy4(
     axpy4_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
 
-def _noop_entry() -> ctypes._CFuncPtr:
+def _noop_entry() -> Callable[[int], None]:
     """A real C function taking the packed-argument pointer and doing nothing with it."""
     libc = ctypes.CDLL(None)
-    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.cast(libc.getpid, ctypes.c_void_p).value)
+    address = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    assert address is not None, "libc.getpid has an address"
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
 
 def _with_noop_dispatch(compiled: flydsl_flyc.CompiledFunction) -> flydsl_flyc.CompiledFunction:

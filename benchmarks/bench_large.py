@@ -33,6 +33,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("ARCH", "gfx942")
 os.environ.setdefault("ROCM_PATH", "/opt/flydeps-rocm")
@@ -49,7 +50,7 @@ import flydsl_runtime.flyc as flyc  # noqa: E402
 from flydeps import _bytecode  # noqa: E402
 
 
-def _load_large(tmp: Path, modules: int, helpers: int) -> object:
+def _load_large(tmp: Path, modules: int, helpers: int) -> Any:  # the generated package module
     write_package(tmp, "largefa", modules, helpers)
     sys.path.insert(0, str(tmp))
     import flydsl_runtime
@@ -74,7 +75,7 @@ def _cold_fingerprint_ms(fn: object, repeat: int) -> tuple[float, int]:
     return statistics.median(times), nodes
 
 
-def _warm_rows(large: object, repeat: int) -> dict[str, float]:
+def _warm_rows(large: Any, repeat: int) -> dict[str, float]:  # the generated package module
     small_args = (*(torch.zeros(4096) for _ in range(5)), 4096, 2, None)
     big_args = (*(torch.zeros(256) for _ in range(3)), 256)
     small = flyc.jit(axpy4)
@@ -98,7 +99,7 @@ def _warm_rows(large: object, repeat: int) -> dict[str, float]:
     return rows
 
 
-def _factory_rows(large: object, repeat: int) -> dict[str, float]:
+def _factory_rows(large: Any, repeat: int) -> dict[str, float]:
     def build(n: int) -> object:
         return large.launch
 

@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import logging
 
-from .discover import discover, note_code_rewrite, register_unwrapper
 from .errors import DiscoveryError, FlydepsError, GlobalDriftError
-from .factory import cached_factory
-from .fingerprint import Fingerprint, NodeDiff, fingerprint, transitive_digests
-from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
-from .guard import Change, ChangeKind, Guard
+from .settings import SettingError
+
+try:
+    from .discover import discover, note_code_rewrite, register_unwrapper
+    from .factory import cached_factory
+    from .fingerprint import Fingerprint, NodeDiff, fingerprint, transitive_digests
+    from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
+    from .guard import Change, ChangeKind, Guard
+except SettingError as _bad:
+    # A FLYDEPS_* variable read at import (FLYDEPS_SNAPSHOT_LIMIT, FLYDEPS_WATCH, ...) holds a bad
+    # value. ``flydeps`` stays importable so that the CLI (``flydeps.cli``) can report it in one
+    # line and exit 2; using any public name raises the error.
+    _BAD_SETTING: SettingError = _bad
+
+    def _raise_bad_setting(name: str) -> object:
+        if name in __all__:
+            raise _BAD_SETTING.with_traceback(None)
+        raise AttributeError(f"module 'flydeps' has no attribute {name!r}")
+
+    globals()["__getattr__"] = _raise_bad_setting
 
 __all__ = [
     "Change",
@@ -31,6 +46,7 @@ __all__ = [
     "Node",
     "NodeDiff",
     "NodeKind",
+    "SettingError",
     "cached_factory",
     "discover",
     "fingerprint",

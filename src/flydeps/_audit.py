@@ -26,14 +26,15 @@ on every check (slower, same answers).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from types import FunctionType
 
+from . import settings
+
 __all__ = ["ENABLED", "generation", "install", "settled"]
 
-ENABLED = os.environ.get("FLYDEPS_AUDIT_HOOK", "1") != "0"
+ENABLED = settings.flag("FLYDEPS_AUDIT_HOOK", True)
 _GEN = [0]
 _PENDING: dict[int, tuple[FunctionType, str, object]] = {}
 _installed = False
@@ -68,7 +69,7 @@ def settled() -> bool:
 
 
 def install() -> bool:
-    """Install the hook (idempotent). False when disabled by ``FLYDEPS_AUDIT_HOOK=0``."""
+    """Install the hook (idempotent). False when disabled by ``FLYDEPS_AUDIT_HOOK=off``."""
     global _installed
     if not ENABLED:
         return False

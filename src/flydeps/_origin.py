@@ -22,6 +22,8 @@ from types import ModuleType
 
 from blake3 import blake3
 
+from . import settings
+
 __all__ = ["external_detail", "external_digest", "is_external_module", "PYTHON_DETAIL"]
 
 PYTHON_DETAIL = "python=={}.{}.{}".format(*sys.version_info[:3])
@@ -75,13 +77,8 @@ def external_detail(top_level: str) -> str:
         return top_level
 
 
-def _user_packages_from_env() -> frozenset[str]:
-    raw = os.environ.get("FLYDEPS_USER_PACKAGES", "")
-    return frozenset(p.strip() for p in raw.replace(";", ",").split(",") if p.strip())
-
-
 # Installed (non-editable) packages whose code is the user's own: walked, not leaves.
-_USER_PACKAGES = _user_packages_from_env()
+_USER_PACKAGES = frozenset(settings.names("FLYDEPS_USER_PACKAGES"))
 
 
 @functools.lru_cache(maxsize=4096)

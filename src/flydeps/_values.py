@@ -19,7 +19,8 @@ and instance ``__dict__``, enum members by name and value, user instances by typ
 library objects by their own pickle protocol (``__reduce_ex__`` defined by the library).
 
 Size: a container with more than ``SNAPSHOT_LIMIT`` elements in all (env
-``FLYDEPS_SNAPSHOT_LIMIT``, default 256) is *oversized*: digested by type, size and
+``FLYDEPS_SNAPSHOT_LIMIT``, default 256, read at import; not a positive integer: a
+``SettingError``) is *oversized*: digested by type, size and
 identity (rebinding it to anything else is a change; its in-place changes are not watched),
 and so is an object whose state cannot be read. ``str``/``bytes``/``bytearray``/
 ``array.array``/``memoryview`` contents above 1 MiB are digested in full by a streamed
@@ -32,7 +33,6 @@ from __future__ import annotations
 import array
 import collections
 import enum
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FunctionType, MemberDescriptorType, MethodType, ModuleType
@@ -40,6 +40,7 @@ from typing import Any
 
 from blake3 import blake3
 
+from . import settings
 from ._bindings import MISSING, class_dict
 from ._bytecode import canonical_const, code_digest
 from ._containers import (
@@ -75,17 +76,7 @@ from ._objects import (
 __all__ = ["MutableWatch", "SNAPSHOT_LIMIT", "Snapshot", "describe", "sequence_items", "snapshot", "value_digest"]
 
 
-def _limit_from_env() -> int:
-    raw = os.environ.get("FLYDEPS_SNAPSHOT_LIMIT", "256")
-    try:
-        return max(1, int(raw))
-    except ValueError:
-        raise ValueError(
-            f"FLYDEPS_SNAPSHOT_LIMIT={raw!r} is not an integer; set it to an element count such as 256"
-        ) from None
-
-
-SNAPSHOT_LIMIT = _limit_from_env()
+SNAPSHOT_LIMIT = settings.integer("FLYDEPS_SNAPSHOT_LIMIT", 256)
 _MAX_DEPTH = 32
 _MAX_ATOM = 1 << 20  # str/bytes-like contents longer than this are digested by a streamed blake3
 _CHUNK = 1 << 20

@@ -32,7 +32,7 @@ Module attributes
 ``BACKEND``: ``"ext"`` (``flydeps._watchext``), ``"ctypes"`` or ``"none"``.
 
 Backends, chosen once at import (``FLYDEPS_WATCH`` = ``auto`` (default) | ``ext`` |
-``ctypes`` | ``off``):
+``ctypes`` | ``off``; any other value raises :class:`flydeps.settings.SettingError`):
 
 * ``ext`` (default when the optional C extension was built): callbacks are C code that only
   increment a counter, so they are safe on every path CPython calls them on, including with
@@ -73,12 +73,13 @@ active is unchanged within noise, whether 1 or 10,000 functions are watched.
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import sys
 import types
 from collections.abc import Callable
 from typing import Any
+
+from . import settings
 
 __all__ = [
     "AVAILABLE",
@@ -327,10 +328,7 @@ def _select_tags() -> None:
 
 
 def _select() -> None:
-    mode = os.environ.get(_ENV, "auto").strip().lower() or "auto"
-    if mode not in _MODES:
-        logger.warning("flydeps: %s=%r is not one of %s; using 'auto'", _ENV, mode, "|".join(_MODES))
-        mode = "auto"
+    mode = settings.choice(_ENV, "auto", _MODES)
     if mode == "off" or platform.python_implementation() != "CPython":
         return
     if sys.version_info < (3, 12):

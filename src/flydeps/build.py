@@ -41,6 +41,7 @@ from types import FunctionType
 from typing import TypeVar
 
 from ._bindings import BindingKind
+from ._codeswap import code_swaps, merge_code_swaps
 from ._writes import TRANSITIONS, WriteTarget, write_targets
 from .fingerprint import Fingerprint, NodeDiff, fingerprint_roots
 from .graph import DepGraph, NodeKind
@@ -184,13 +185,14 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
         )
     }
     reach = _reachable(old.graph, adopted)
-    diffs = _rebound(old.graph, new.graph, reach - adopted)
+    diffs = _rebound(old, new, reach - adopted)
     for nid in sorted(reach):
         node = before[nid]
         if nid not in after:
             diffs.append(NodeDiff(nid, node.kind, "removed", node.detail))
         elif after[nid].digest != node.digest and nid not in adopted:
             diffs.append(NodeDiff(nid, node.kind, "changed", node.detail, after[nid].detail))
+    diffs = merge_code_swaps(diffs, code_swaps(old, new))  # a __code__ swap is a code change
     kept = tuple(sorted(adopted))
     if not diffs:
         return Judgement(Verdict.ADOPT if kept else Verdict.CODE, (), kept)
@@ -224,12 +226,18 @@ def _reachable(graph: DepGraph, stop: set[str]) -> set[str]:
     return seen
 
 
-def _rebound(old: DepGraph, new: DepGraph, reach: set[str]) -> list[NodeDiff]:
-    """Names read by a reached node that now resolve to another node."""
-    before = {(e.src, e.kind, e.label): e.dst for e in old.edges if e.src in reach}
+def _rebound(old: Fingerprint, new: Fingerprint, reach: set[str]) -> list[NodeDiff]:
+    """Names read by a reached node that now resolve to another node with other contents.
+
+    A name resolving to another node whose transitive digest equals the old target's reads
+    exactly what the old one did (same code, values and structure below it): after a partial
+    reload, ``accumulate`` reads the reloaded ``load`` (node ``load#2``, because the importer
+    still holds the old one) while an unedited reload left it identical."""
+    before = {(e.src, e.kind, e.label): e.dst for e in old.graph.edges if e.src in reach}
+    old_digests, new_digests = old.node_digests, new.node_digests
     out = []
-    for e in new.edges:
+    for e in new.graph.edges:
         was = before.get((e.src, e.kind, e.label))
-        if was is not None and was != e.dst:
-            out.append(NodeDiff(f"{e.label} (read by {e.src})", new.nodes[e.dst].kind, "rebound", was, e.dst))
+        if was is not None and was != e.dst and old_digests.get(was) != new_digests.get(e.dst):
+            out.append(NodeDiff(f"{e.label} (read by {e.src})", new.graph.nodes[e.dst].kind, "rebound", was, e.dst))
     return out

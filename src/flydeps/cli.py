@@ -2,8 +2,12 @@
 
 Contract: argument parsing and output only; the analysis lives in :mod:`flydeps.static`
 and never imports the user's code. Results go to stdout (or ``-o FILE``); diagnostics go
-through the ``flydeps`` logger to stderr as ``path:line: message``. Exit status: 0 ok,
-1 analysis problems (everything readable was still analysed and reported), 2 usage.
+through the ``flydeps`` logger to stderr as ``path:line: message`` (``path: message`` for
+a file as a whole). Exit status: 0 ok, 1 analysis problems (everything readable was still
+analysed and reported), 2 usage or configuration errors (a bad argument, a bad
+``FLYDEPS_*`` value), 130 interrupted. Whatever goes wrong, the user sees one line per
+problem on stderr, never a traceback (``-v`` adds it for an internal error); a closed
+stdout (``flydeps graph | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .settings import SettingError, validate
+
 __all__ = ["main"]
 
 log = logging.getLogger("flydeps.cli")
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _EXAMPLE = Path("examples") / "kernels"
 
 
@@ -28,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("-v", "--verbose", action="store_true", help="log what the analyzer does")
     common.add_argument("--no-cache", action="store_true", help="do not read or write the parse cache")
     parser = argparse.ArgumentParser(prog="flydeps", description="What FlyDSL kernels depend on, from source only.")
+    parser.add_argument("--version", action="version", version=f"flydeps {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     graph = sub.add_parser("graph", parents=[common], help="dependency graph of every factory/kernel/launcher in PATH")
     graph.add_argument(
@@ -40,19 +47,42 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     graph.add_argument("--externals", action="store_true", help="list library calls one per line in the tree")
     graph.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    graph.add_argument("--legend", action="store_true", help="end the tree with what each column and marker means")
     hash_ = sub.add_parser("hash", parents=[common], help="transitive digest of one function, method or class")
-    hash_.add_argument("target", metavar="PATH::QUALNAME")
+    hash_.add_argument(
+        "target",
+        nargs="?",
+        metavar="PATH::QUALNAME",
+        help="e.g. kernels/x.py::compile_x (after -- if PATH starts with -)",
+    )
     _add_root(hash_)
     diff = sub.add_parser("diff", parents=[common], help="factories/kernels whose digest differs between git revisions")
     diff.add_argument("revs", nargs="+", metavar="REV", help="REV (vs the working tree) or REV REV2; then -- PATH...")
     diff.add_argument("--format", choices=("text", "json"), default="text")
     _add_root(diff)
     migrate = sub.add_parser("migrate", help="rewrite lru_cache compile factories and flydsl.compiler imports (libcst)")
-    migrate.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    migrate.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (at least one)")
     migrate.add_argument("--write", action="store_true", help="rewrite the files (default: print a unified diff)")
     migrate.add_argument("--check", action="store_true", help="exit 1 when any file would change (for CI)")
+    migrate.add_argument(
+        "--skip-delegating",
+        action="store_true",
+        help="keep lru_cache on delegating factories (they only call a kernel builder of the module), with a warning",
+    )
     migrate.add_argument("-v", "--verbose", action="store_true", help="log each file's outcome")
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (the package's own when run from a checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("flydeps")
+    except metadata.PackageNotFoundError:
+        from . import __version__
+
+        return f"{__version__} (not installed)"
 
 
 def _add_root(parser: argparse.ArgumentParser) -> None:
@@ -99,9 +129,9 @@ def _write(text: str, output: str | None) -> bool:
         sys.stdout.write(text)
         return True
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        Path(output).write_text(text, encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
-        log.error("flydeps: cannot write %s: %s; choose another -o FILE", output, exc.strerror or exc)
+        log.error("flydeps: cannot write %s: %s; choose another -o FILE", _shown(output), exc.strerror or exc)
         return False
     return True
 
@@ -112,13 +142,15 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
     paths = args.paths or _default_paths()
     if not paths:
-        log.error("flydeps graph: no PATH given and no bundled example found; pass a file or directory")
-        return EXIT_USAGE
+        raise _UsageError("flydeps graph: no PATH given and no bundled example found; pass a file or directory")
+    if args.legend and args.format != "tree":
+        raise _UsageError(f"flydeps graph: --legend explains the tree format, not {args.format}; drop one of them")
+    _check_targets("graph", paths)
     result = analyze(paths, roots=args.root, use_cache=not args.no_cache)
     colour = args.color == "always" or (
         args.color == "auto" and not args.output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
-    options = ReportOptions(colour=colour, expand_external=args.externals)
+    options = ReportOptions(colour=colour, expand_external=args.externals, legend=args.legend)
     if not _write(format_graph(args.format, result.graph, result.digests, result.diagnostics, options), args.output):
         return EXIT_USAGE
     return _report(result.diagnostics)
@@ -127,15 +159,40 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 def _cmd_hash(args: argparse.Namespace) -> int:
     from .static.analyze import analyze, split_target
 
-    path, qual = split_target(args.target)
-    if not qual:
-        log.error("flydeps hash: give PATH::QUALNAME, e.g. kernels/attention/flash.py::compile_flash_attention")
-        return EXIT_USAGE
+    _check_targets("hash", [args.target])
+    if not split_target(args.target)[1]:
+        raise _UsageError(
+            f"flydeps hash: {args.target!r} names no function; give PATH::QUALNAME, "
+            "e.g. kernels/attention/flash.py::compile_flash_attention"
+        )
     result = analyze([args.target], roots=args.root, use_cache=not args.no_cache)
     if not result.graph.roots:
         return _report(result.diagnostics) or EXIT_PROBLEMS
     sys.stdout.write(result.digests[result.graph.roots[0]] + "\n")
     return _report(result.diagnostics)
+
+
+class _UsageError(Exception):
+    """A bad argument: its one-line message is printed and the exit status is 2."""
+
+
+def _check_targets(command: str, targets: Sequence[str]) -> None:
+    """Reject a ``PATH::QUALNAME`` argument with an empty side or an odd qualname before
+    any analysis, naming the argument (not ``:1: no such file``)."""
+    from .static.analyze import split_target
+    from .static.project import one_line
+
+    example = "e.g. kernels/attention/flash.py::compile_flash_attention"
+    for target in targets:
+        path, qual = split_target(target)
+        shown = repr(one_line(target))
+        if not path:
+            what = "is empty" if not target else "has no PATH before '::'"
+            raise _UsageError(f"flydeps {command}: argument {shown} {what}; give PATH or PATH::QUALNAME, {example}")
+        if qual is not None and ("::" in qual or not qual.isprintable() or qual != qual.strip()):
+            raise _UsageError(
+                f"flydeps {command}: {shown} is not PATH::QUALNAME (one '::', then a dotted name), {example}"
+            )
 
 
 def _cmd_diff(args: argparse.Namespace, paths: list[str]) -> int:
@@ -175,7 +232,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     changed: list[str] = []
     diagnostics: list[object] = []
-    for migration in migrate_paths(args.paths):
+    for migration in migrate_paths(args.paths, skip_delegating=args.skip_delegating):
         for warning in migration.warnings:
             log.warning("%s", warning)
         log.debug("%s: %s", migration.path, "changes" if migration.changed else type(migration.result).__name__)
@@ -220,6 +277,43 @@ def _options_after(parser: argparse.ArgumentParser, command: str, after: list[st
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flydeps`` console script and ``python -m flydeps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in argv or "--verbose" in argv
+    failure = "internal error"
+    try:
+        _setup_logging(verbose)
+        _tolerate_odd_bytes()
+        status = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except _UsageError as exc:
+        log.error("%s", exc)
+        return EXIT_USAGE
+    except SettingError as exc:
+        log.error("flydeps: %s", exc)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        log.error("flydeps: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PROBLEMS
+    except MemoryError:
+        failure = "out of memory"  # reported below, once the failed frames are freed
+    except RecursionError:
+        failure = "nesting too deep"
+    except OSError as exc:
+        where = f"{_shown(exc.filename)}: " if exc.filename is not None else ""
+        log.error("flydeps: %s%s", where, exc.strerror or exc)
+        return EXIT_PROBLEMS
+    except Exception as exc:  # a bug: one line for the user, the traceback with -v
+        log.debug("flydeps: internal error", exc_info=True)
+        failure = f"internal error ({type(exc).__name__}: {_shown(str(exc))[:200]}); rerun with -v and report it"
+    log.error("flydeps: %s while analysing %s", failure, _shown(" ".join(_paths_in(argv))) or "the arguments")
+    return EXIT_PROBLEMS
+
+
+def _run(argv: list[str]) -> int:
+    validate()  # every FLYDEPS_* value, whether or not this command reads it: exit 2 on a bad one
     after: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
@@ -233,8 +327,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) and EXIT_USAGE
     _setup_logging(args.verbose)
-    if after and args.command != "diff":
-        args.paths = [*getattr(args, "paths", []), *after]
+    if args.command == "hash":
+        targets = [*([args.target] if args.target is not None else []), *after]
+        if len(targets) != 1:
+            raise _UsageError("flydeps hash: give exactly one PATH::QUALNAME (after -- if PATH starts with -)")
+        args.target = targets[0]
+    elif after and args.command != "diff":
+        args.paths = [*args.paths, *after]
+    if args.command == "migrate" and not args.paths:
+        raise _UsageError("flydeps migrate: give at least one PATH (a file or a directory)")
     if args.command == "graph":
         return _cmd_graph(args)
     if args.command == "hash":
@@ -242,6 +343,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "migrate":
         return _cmd_migrate(args)
     return _cmd_diff(args, after)
+
+
+def _paths_in(argv: Sequence[str]) -> list[str]:
+    """The arguments that are not options (the files asked for, roughly), for a message."""
+    return [a for a in argv[1:] if not a.startswith("-")][:5]
+
+
+def _shown(text: object) -> str:
+    from .static.project import one_line
+
+    return one_line(os.fsdecode(text) if isinstance(text, bytes) else str(text))
+
+
+def _tolerate_odd_bytes() -> None:
+    """File names that are not UTF-8 reach stdout as the bytes they are (like ``ls``)
+    rather than failing the whole command in the encoder."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", "strict") == "strict":
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):  # a detached or replaced stream: keep it as it is
+            pass
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so that the flush at exit is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real descriptor (captured in a test)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,6 +50,7 @@ from ._objects import (
 from ._resolve import NameResolver
 from ._resolve import parts_digest as _digest
 from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, sequence_items, snapshot
+from .errors import DiscoveryError
 from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
 
 __all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
@@ -108,7 +109,10 @@ def discover(obj: object, *, owner: type | None = None) -> DepGraph:
 
     ``owner`` is the class through which methods are looked up: ``self.helper`` inside
     ``Base.run`` resolves on ``owner``'s MRO, so ``owner=Sub`` sees Sub's override.
+    ``None`` raises :class:`DiscoveryError` (as :func:`flydeps.fingerprint` does).
     """
+    if obj is None:
+        raise DiscoveryError("cannot discover None: pass the function, method, class or callable to analyse")
     return discover_roots([(obj, owner, "root")]).graph
 
 

@@ -28,7 +28,7 @@ class GlobalDriftError(FlydepsError, RuntimeError):
         self.module, self.name, self.old, self.new, self.consumer = module, name, old, new, consumer
         where = f" (read by {consumer})" if consumer else ""
         super().__init__(
-            f"global {module}.{name}{where} changed after it was baselined: {old} -> {new}. "
+            f"global {module}:{name}{where} changed after it was baselined: {old} -> {new}. "
             "Cached compiled code was built with the old value. Restore the value, call "
             "cache_clear() to rebuild, or choose on_drift='rebuild' / 'warn'."
         )

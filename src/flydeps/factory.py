@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from . import _audit, _environ, build
+from . import _audit, _environ, _logswitch, build, settings
 from ._environ import EMPTY, EnvReads
 from .drift import DriftPolicy, check_policy, decide
 from .fingerprint import Fingerprint, fingerprint_roots
@@ -119,8 +118,14 @@ def _typed_key(args: tuple, kwds: dict) -> object:
     return key if not kwds else (*key, _KWD_MARK, *kwds.items(), *(type(v) for v in kwds.values()))
 
 
+def _reason(message: str, *args: object) -> None:
+    """Log why a build was redone at INFO on ``flydeps`` (on stderr under ``FLYDEPS_LOG=rebuilds``)."""
+    _logswitch.reasons_to_stderr(log)
+    log.info(message, *args)
+
+
 def _use_fastcache() -> bool:
-    return FASTCACHE and os.environ.get("FLYDEPS_FASTCACHE", "1").strip() != "0"
+    return FASTCACHE and settings.flag("FLYDEPS_FASTCACHE", True)
 
 
 class _PyEntries:
@@ -324,7 +329,7 @@ class _FactoryCache:
         """The guard failed: keep the entry if nothing that matters changed (:mod:`.drift`)."""
         if entry.env and not entry.env.holds():
             changed = ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in entry.env.changes())
-            log.info("rebuilt %s: environment variables it read changed (%s)", self.name, changed)
+            _reason("rebuilt %s: environment variables it read changed (%s)", self.name, changed)
             with self.lock:
                 self.entries.discard(key, entry)
             return False
@@ -335,7 +340,7 @@ class _FactoryCache:
             with self.lock:
                 self.entries.replace(key, entry, replacement)
             return True
-        log.info("rebuilt %s: %s", self.name, judgement.reasons())
+        _reason("rebuilt %s: %s", self.name, judgement.reasons())
         with self.lock:
             self.entries.discard(key, entry)
         return False
@@ -383,7 +388,7 @@ class _FactoryCache:
             with self.lock:
                 self.entries.store(key, entry)  # most recently used; evicts beyond maxsize
         else:
-            log.info(
+            _reason(
                 "%s: not kept, what it read changed while it ran (%s); the next call rebuilds",
                 self.name,
                 judgement.reasons(),

@@ -162,7 +162,9 @@ class Fingerprint:
         ]
         out += [NodeDiff(nid, node.kind, "added", "", node.detail) for nid, node in new.items() if nid not in old]
         out += [NodeDiff(nid, node.kind, "removed", node.detail) for nid, node in old.items() if nid not in new]
-        return tuple(out)
+        from ._codeswap import code_swaps, merge_code_swaps  # imports this module
+
+        return tuple(merge_code_swaps(out, code_swaps(other, self)))
 
     def explain(self, other: "Fingerprint") -> tuple[str, ...]:
         """Human reasons why ``self`` differs from ``other`` (empty when digests agree)."""

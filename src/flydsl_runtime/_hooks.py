@@ -36,7 +36,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterable
 from types import FunctionType
-from typing import Any
+from typing import Any, cast
 
 from flydsl.compiler import backends
 from flydsl.compiler.ast_rewriter import ASTRewriter
@@ -45,6 +45,7 @@ from flydsl.compiler.kernel_function import KernelFunction
 
 from flydeps import note_code_rewrite, register_unwrapper
 from flydeps._environ import EMPTY, EnvReads, paused, recording
+from flydeps.discover import Unwrapper
 
 __all__ = ["ensure_hooks", "take_trace_env_reads"]
 
@@ -142,7 +143,7 @@ def ensure_hooks() -> None:
 
     register_unwrapper(JitFunction, _unwrap_jit)
     register_unwrapper(KernelFunction, _unwrap_kernel)
-    register_unwrapper(Launcher, Launcher.unwrap)
+    register_unwrapper(Launcher, cast("Unwrapper", Launcher.unwrap))  # called on Launchers only
     current = ASTRewriter.__dict__["transform"].__func__
     if not hasattr(current, "__flydeps_original__"):
         bound_transform = current.__get__(ASTRewriter, type(ASTRewriter))

@@ -130,7 +130,12 @@ def _is_jit_argument_type(tp: type) -> bool:
 
 
 def _jit_argument_slot(tp: type) -> Slot | str:
-    if hasattr(tp, "__cache_signature__"):
+    method = getattr(tp, "__cache_signature__", None)
+    if method in _VALUE_FREE_SIGNATURES:
+        # ``(type(self),)`` whatever the value, and a slot is per concrete type: a constant.
+        # The common case: a launcher's defaulted ``stream=fx.Stream(None)`` left out by callers.
+        return ("const", (tp,))
+    if method is not None:
         return ("call", _self_signing)
     return "is a JitArgument without __cache_signature__"
 

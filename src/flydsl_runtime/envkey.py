@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable
 from pathlib import Path
+from typing import cast
 
 import blake3
 
@@ -210,7 +211,7 @@ def env_key(arch: str) -> Hashable:
 
 
 def _named(key: Hashable, arch: str) -> dict[str, str]:
-    plain, paths, extra = key  # type: ignore[misc]
+    plain, paths, extra = cast("tuple[tuple[str | None, ...], ...]", key)
     names = [n for n, _b in _PLAIN_VALUE] + [n for n, _b in _PATH_LIKE]
     names += [n for n, _b in _PER_ARCH_ENCODED.get(arch, ())]
     return dict(zip(names, (v or "" for v in (*plain, *paths, *extra))))

@@ -7,8 +7,9 @@ entry of the same launcher and owner class, component by component, and returns 
 reasons ("helper pkg.mem:_load_q changed", "argument 'a': dtype torch.float32 ->
 torch.float16", "env FLYDSL_COMPILE_OPT_LEVEL: '' -> '1'", "target gfx942 -> gfx950").
 :func:`log_recompile` writes them to the ``flydsl_runtime`` logger at INFO level. Setting
-``FLYDEPS_LOG=recompiles`` (read on every miss, misses being rare) attaches one stderr
-handler to that logger so the reasons print without any logging setup.
+``FLYDEPS_LOG=recompiles`` (alias ``rebuilds``; read on every miss, misses being rare)
+attaches one stderr handler to that logger so the reasons print without any logging setup
+(:mod:`flydeps._logswitch`, which does the same for ``cached_factory`` rebuilds).
 
 A call key is the plain tuple built by :mod:`flydsl_runtime.jit`:
 ``(dependency digest, argument signatures, target, env, hints, bound-self key)``.
@@ -24,12 +25,12 @@ added or removed (what a change in the dependency structure brings along).
 from __future__ import annotations
 
 import logging
-import os
 import struct
-import sys
 import threading
 from collections.abc import Hashable, Sequence
+from typing import cast
 
+from flydeps._logswitch import reasons_to_stderr
 from flydeps.fingerprint import Fingerprint
 
 from .envkey import describe_env_change
@@ -68,7 +69,7 @@ def short(value: object) -> str:
 
 
 def _target(key: Hashable) -> str:
-    (_backend, arch, _warp), device = key  # type: ignore[misc]
+    (_backend, arch, _warp), device = cast("tuple[tuple[str, str, int], int]", key)
     return f"{arch} (device {device})"
 
 
@@ -143,25 +144,7 @@ def _take_unusable(launcher: str) -> tuple[str, ...]:
     return noted[1] if noted is not None and noted[0] == launcher else ()
 
 
-_stderr_handler: logging.Handler | None = None
-
-
-def _ensure_stderr_handler() -> None:
-    global _stderr_handler
-    wanted = "recompiles" in os.environ.get("FLYDEPS_LOG", "").split(",")
-    if wanted and _stderr_handler is None:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("flydsl_runtime: %(message)s"))
-        log.addHandler(handler)
-        if log.getEffectiveLevel() > logging.INFO:
-            log.setLevel(logging.INFO)
-        _stderr_handler = handler
-    elif not wanted and _stderr_handler is not None:
-        log.removeHandler(_stderr_handler)
-        _stderr_handler = None
-
-
 def log_recompile(launcher: str, reasons: Sequence[str]) -> None:
     """Report one miss: ``retracing <launcher>: reason; reason``."""
-    _ensure_stderr_handler()
+    reasons_to_stderr(log)
     log.info("retracing %s: %s", launcher, "; ".join(reasons))

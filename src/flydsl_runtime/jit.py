@@ -47,10 +47,10 @@ from flydsl._mlir import ir
 from flydsl.compiler.jit_function import CompiledFunction, JitFunction
 from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hints
 
-from flydeps import Guard, build, fingerprint
+from flydeps import Guard, build, fingerprint, settings
 from flydeps._environ import EnvReads
 from flydeps._environ import version as environ_version
-from flydeps.drift import check_policy, decide
+from flydeps.drift import DriftPolicy, check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
 from flydeps.graph import NodeKind
 
@@ -196,9 +196,8 @@ class Launcher:
     def __init__(self, jit_function: JitFunction, *, on_drift: str = "raise") -> None:
         if not isinstance(jit_function, JitFunction):
             raise TypeError(f"Launcher wraps a flydsl JitFunction, got {type(jit_function).__name__}")
-        check_policy(on_drift, "Launcher")
+        self._on_drift: DriftPolicy = check_policy(on_drift, "Launcher")
         self._jf = jit_function
-        self._on_drift = on_drift
         self._name = f"{jit_function.func.__module__}.{jit_function.func.__qualname__}"
         self._owners: dict[type | None, _OwnerState] = {}
         self._entries: dict[tuple, Entry] = {}
@@ -286,13 +285,13 @@ class Launcher:
                 return compiled(*positional)
             return None
         self._hits += 1
-        if _env_get(b"FLYDEPS_VERIFY") is not None and env_flag(b"FLYDEPS_VERIFY"):
+        if _env_get(b"FLYDEPS_VERIFY") is not None and settings.flag("FLYDEPS_VERIFY", False):
             from .verify import verify_hit
 
             verify_hit(self, entry, bound_self, positional)
         if compile_only:
             return None
-        return entry.compiled(*positional)
+        return entry.compiled(*positional)  # type: ignore[misc]  # _usable refused None when launching
 
     def compile(self, bound_self: object, args: tuple, kwargs: dict) -> CompiledFunction | None:
         """``flyc.compile`` for this launcher: the stored ``CompiledFunction`` or a new one."""
@@ -325,11 +324,12 @@ class Launcher:
             self_key = None
         else:
             signed = getattr(type(bound_self), "__cache_signature__", None)
-            self_key = (type(bound_self), bound_self.__cache_signature__() if signed else id(bound_self))
+            self_key = (type(bound_self), getattr(bound_self, "__cache_signature__")() if signed else id(bound_self))
         digest: str | tuple = state.digest
         if _env_get(_DEBUG_INFO) is not None and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
-        return (digest, self._signer(positional), target, env, hints, self_key)
+        # _signer is set by _refresh_binder, which runs before the first key is made.
+        return (digest, self._signer(positional), target, env, hints, self_key)  # type: ignore[misc]
 
     def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str, tuple]:
         """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so
@@ -446,9 +446,11 @@ class Launcher:
                 self._hits += 1  # another thread built it while this one waited
                 return entry.compiled, False
             previous = self._last.get(owner)
+            signer = self._signer
+            assert signer is not None, "_refresh_binder runs before the first key is made"
             reasons = explain.describe_miss(
                 self._name,
-                self._signer.names,
+                signer.names,
                 previous.key if previous else None,
                 key,
                 previous.fingerprint if previous else None,
@@ -457,7 +459,7 @@ class Launcher:
             )
             if previous is not None or self._misses:
                 explain.log_recompile(self._name, reasons)
-            extra = tuple(fingerprint(fn).guard() for fn in self._signer.callables(positional))
+            extra = tuple(fingerprint(fn).guard() for fn in signer.callables(positional))
             full = (bound_self, *positional) if bound_self is not None else positional
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)

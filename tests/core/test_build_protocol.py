@@ -315,6 +315,29 @@ def test_judge_verdicts(pkg) -> None:
     assert build.judge(base, base.refresh()).verdict is build.Verdict.CODE
 
 
+def test_partial_reload_rebinding_to_an_identical_helper_is_not_a_code_change(pkg) -> None:
+    # ``user`` imported ``load`` by value; reloading ``mem`` alone leaves two generations of
+    # ``load`` alive: ``acc`` (reloaded) reads the new one, ``user`` still holds the old one.
+    pkg.write("mem", "LOG = []\ndef load(x):\n    return x * 2\ndef acc(x):\n    LOG.append(x)\n    return load(x)\n")
+    pkg.write("user", "from .mem import load, acc\ndef k():\n    return load(1), acc(1)\n")
+    user = pkg.load("user")
+    user.k()  # LOG == [1]
+    from flydeps import fingerprint
+
+    base = fingerprint(user.k)
+    old_load = user.load
+    mem = pkg.edit("mem", "LOG = []", "LOG = []  # reloaded")
+    assert mem.load is not old_load and mem.load.__code__.co_code == old_load.__code__.co_code
+    judgement = build.judge(base, base.refresh())
+    # The reload emptied LOG (a data change nobody's build explains); the new ``load`` that
+    # ``acc`` now reads is the same code as before, so that is not a reason.
+    assert judgement.verdict is build.Verdict.DATA, judgement.reasons()
+    assert "resolves" not in judgement.reasons()
+    pkg.edit("mem", "return x * 2", "return x * 3")  # a real edit of the helper acc reads
+    judgement = build.judge(base, base.refresh())
+    assert judgement.verdict is build.Verdict.CODE and "now resolves to" in judgement.reasons()
+
+
 def test_bad_drift_policy_names_the_consumer_and_choices() -> None:
     with pytest.raises(ValueError, match=r"cached_factory\(on_drift='never'\).*rebuild, raise, warn"):
         check_policy("never", "cached_factory")

@@ -124,6 +124,21 @@ def test_value_free_signatures_hold_for_flydsl_scalars_and_streams() -> None:
     assert cache_signature(fx.Stream(None)) == cache_signature(fx.Stream(1234)) == (fx.Stream,)
 
 
+def test_jit_argument_values_sign_as_flydsl_does_stream_objects_included() -> None:
+    """A defaulted ``fx.Stream(None)`` object (what callers who omit the stream pass) and a
+    subclass overriding ``__cache_signature__`` both sign exactly as FlyDSL's protocol does."""
+
+    class TaggedStream(fx.Stream):
+        def __cache_signature__(self):  # a value-dependent signature: never a constant
+            return (type(self), self.value)
+
+    signer = ArgSigner("launch", resolve_signature(_launcher))
+    t = torch.zeros(8)
+    for stream in (fx.Stream(None), fx.Stream(7), TaggedStream(None), TaggedStream(3)):
+        assert signer((t, 1, 7, stream, 1.0))[3] == cache_signature(stream)
+    assert signer((t, 1, 7, TaggedStream(1), 1.0)) != signer((t, 1, 7, TaggedStream(2), 1.0))
+
+
 def test_constexpr_values_key_by_value_and_type() -> None:
     signer = ArgSigner("launch", resolve_signature(_launcher))
     t = torch.zeros(8)

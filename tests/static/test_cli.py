@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from flydeps.cli import main
 from flydeps.fingerprint import transitive_digests
@@ -105,3 +108,167 @@ def test_colour_marks_roles_only_when_asked(capsys, monkeypatch) -> None:
     assert main(["graph", "examples/kernels/norm", "--color", "always"]) == 0
     out = capsys.readouterr().out
     assert "\x1b[1;35m[kernel]\x1b[0m" in out and "\x1b[m" not in out
+
+
+# --- issue 11: deep chains, legend, messages, --version, error handling -------------------
+
+
+def _chain(tmp_path: Path, depth: int) -> Path:
+    """``f0 -> f1 -> ... -> f<depth>``: a call chain ``depth`` edges deep."""
+    body = "".join(f"def f{i}():\n    return f{i + 1}()\n\n\n" for i in range(depth))
+    path = tmp_path / "chain.py"
+    path.write_text(body + f"def f{depth}():\n    return 0\n")
+    return path
+
+
+def test_deep_chain_tree_is_linear_and_every_node_is_drawn_once(tmp_path, capsys) -> None:
+    """A 2000-deep chain took 4 x depth bytes of indentation per line (8 MB here, 32 MB at
+    4000, MemoryError at 20,000); cut into blocks it stays linear and complete."""
+    from flydeps.static.report import MAX_TREE_DEPTH
+
+    depth = 2000
+    path = _chain(tmp_path, depth)
+    out = tmp_path / "tree.txt"
+    assert main(["graph", f"{path}::f0", "--no-cache", "--color", "never", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert len(text) < 200 * depth  # the old tree: ~8,000,000 bytes
+    lines = [line for line in text.splitlines() if line and not line.startswith(("1 root", "Legend"))]
+    names = [line.lstrip("│├└─ ").split()[0].removeprefix("chain:") for line in lines]
+    assert sorted(set(names)) == sorted(f"f{i}" for i in range(depth + 1))  # nothing lost
+    heads = [line for line in lines if line.endswith("(continued)")]
+    cuts = [line for line in lines if line.endswith("(continued below)")]
+    assert len(heads) == len(cuts) == (depth - 1) // MAX_TREE_DEPTH  # f32, f64, ... start blocks
+    for cut, head in zip(cuts, heads, strict=True):  # each cut is the next block's first line
+        assert cut.lstrip("│├└─ ").split()[0] == head.split()[0].removeprefix("chain:")
+    assert max(len(line) for line in lines) < 4 * MAX_TREE_DEPTH + 100
+    assert text.rstrip().endswith("1 root, 2001 nodes (0 external, 0 unresolved), 2000 edges")
+
+
+def test_legend_explains_every_marker_the_tree_shows(capsys, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT / "tests" / "static" / "fixtures")
+    assert main(["graph", "kernelrepo", "--no-cache", "--color", "never", "--legend"]) == 0
+    tree, _, legend = capsys.readouterr().out.partition("\nLegend:\n")
+    keys = {line.strip().split("  ")[0] for line in legend.splitlines() if line.strip()}
+    shown = {
+        "#default.": "f#default.x",
+        "#decorator.": "f#decorator.N",
+        "@kernelrepo.": "m@mod:Sub",
+        ".<locals>.": "f.<locals>.g",
+        "[static-expression]": "[static-expression]",
+        "[factory]": "[factory]",
+        "external: ": "external: a, b",
+        "unresolved: ": "unresolved: why",
+        "  = ": "= text",
+        "(see above)": "(see above)",
+        "(cycle)": "(cycle)",
+        "(closure": "(kind label)",
+    }
+    for marker, key in shown.items():
+        assert marker in tree, marker  # the fixture shows it ...
+        assert key in keys, key  # ... and the legend explains it
+    assert "transitive digest" in legend and "(continued below)" in keys
+    assert main(["graph", "kernelrepo", "--format", "json", "--legend"]) == 2
+
+
+def test_summary_line_counts_in_the_right_number(tmp_path, capsys) -> None:
+    pkg = tmp_path / "one"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def f():\n    return missing_name()\n")
+    (pkg / "bad.py").write_text("def broken(:\n")
+    assert main(["graph", str(pkg), "--no-cache", "--color", "never"]) == 1
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary == "1 root, 2 nodes (0 external, 1 unresolved), 1 edge; 1 problem"
+
+
+def test_missing_and_non_python_paths_say_what_they_are(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("# not python\n")
+    assert main(["graph", "nope.py", "README.md", "--no-cache"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "README.md: not a Python file; flydeps reads .py files (or a directory of them)",
+        "nope.py: no such file or directory",
+    ]
+
+
+def test_version_is_the_installed_distribution(capsys) -> None:
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"flydeps {version('flydeps')}\n"
+
+
+def test_malformed_targets_are_usage_errors_naming_the_argument(capsys) -> None:
+    for target in ("::f", "kernels/x.py::f::g", ""):
+        assert main(["hash", target]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("flydeps hash: ") and repr(target) in err[0], err
+    assert main(["graph", "::f"]) == 2
+    assert "'::f' has no PATH before '::'" in capsys.readouterr().err
+
+
+def test_bad_setting_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    path = _chain(tmp_path, 2)
+    monkeypatch.setenv("FLYDEPS_MAX_FILE_BYTES", "abc")
+    assert main(["graph", str(path), "--no-cache"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("flydeps: FLYDEPS_MAX_FILE_BYTES='abc'"), err
+
+
+class _InterruptedTerminal:
+    """A terminal whose user presses Ctrl-C while the tree is printed."""
+
+    def write(self, text: str) -> int:
+        raise KeyboardInterrupt
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_interrupt_exits_130_with_one_line(tmp_path, capsys, monkeypatch) -> None:
+    path = _chain(tmp_path, 2)
+    monkeypatch.setattr(sys, "stdout", _InterruptedTerminal())
+    try:
+        status = main(["graph", str(path), "--no-cache"])
+    except KeyboardInterrupt:  # escaping main, it would stop this test session too
+        pytest.fail("KeyboardInterrupt escaped flydeps.cli.main")
+    assert status == 130
+    assert capsys.readouterr().err == "flydeps: interrupted\n"
+
+
+def test_closed_stdout_ends_quietly(tmp_path) -> None:
+    """``flydeps graph x | head -1``: the reader has gone before the tree is written."""
+    path = _chain(tmp_path, 50)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flydeps", "graph", str(path), "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert err == ""
+
+
+def test_special_file_named_on_the_command_line_says_what_it_is(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("pipe.py")  # never opened: reading a FIFO would wait for a writer forever
+    os.symlink("/dev/zero", "zero.py")
+    assert main(["graph", "pipe.py", "zero.py", "--no-cache"]) == 1
+    why = "not a regular file or directory (a FIFO, device, socket or broken link): skipped"
+    assert capsys.readouterr().err.splitlines() == [f"pipe.py: {why}", f"zero.py: {why}"]
+
+
+def test_odd_file_names_stay_on_one_line(tmp_path, capsys, monkeypatch) -> None:
+    """A newline or an escape sequence in a file name is escaped in messages and in the tree."""
+    monkeypatch.chdir(tmp_path)
+    Path("bad\nname.py").write_text("def (:\n")
+    Path("esc\x1b[2J.py").write_text("def f():\n    return 1\n")
+    assert main(["graph", "bad\nname.py", "esc\x1b[2J.py", "--no-cache", "--color", "never"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == ["bad\\nname.py:1: syntax error: invalid syntax; fix the file"]
+    assert captured.out.splitlines()[0] == "esc\\x1b[2J:f  esc\\x1b[2J.py:1  " + captured.out.split()[2]

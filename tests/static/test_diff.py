@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from flydeps.static.diff import diff_revisions
+from flydeps.static.diff import GitTree, diff_revisions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FACTORY = "kernelrepo.attention.decode:compile_decode"
@@ -105,3 +106,68 @@ def test_diff_with_an_explicit_root(repo: Path, monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     assert f"changed  {FACTORY}" in out
     assert "    changed  kernelrepo.common.math_ops:fast_exp  kernelrepo/common/math_ops.py:8" in out
+
+
+# File names git's line-based `cat-file --batch "rev:path"` protocol cannot carry (issue 11,
+# item 4): a newline shifts every later answer. Bytes, not str: one is not UTF-8.
+ODD_NAMES = [b"new\nline.py", b"tab\there.py", b"with space.py", b"quote'\"d.py", b"latin\xe9.py", b"\nlead.py"]
+
+
+def _write_odd_files(directory: Path, tag: str) -> dict[bytes, bytes]:
+    """Each odd name with distinct Python source; returns name -> bytes written."""
+    written = {}
+    for index, name in enumerate(ODD_NAMES):
+        data = f"ODD_{index} = {tag!r}  # {name!r}\n".encode()
+        (Path(os.fsdecode(bytes(directory) + b"/" + name))).write_bytes(data)
+        written[name] = data
+    return written
+
+
+def test_git_tree_reads_every_file_name_byte_for_byte(tmp_path: Path) -> None:
+    """Oracle: the bytes the test wrote on disk, for every file of the revision."""
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    (tmp_path / "pkg" / "sub dir").mkdir(parents=True)
+    expected = {b"pkg/" + k: v for k, v in _write_odd_files(tmp_path / "pkg", "a").items()}
+    expected |= {b"pkg/sub dir/" + k: v for k, v in _write_odd_files(tmp_path / "pkg" / "sub dir", "b").items()}
+    expected[b"pkg/plain.py"] = b"X = 1\n"
+    (tmp_path / "pkg" / "plain.py").write_bytes(expected[b"pkg/plain.py"])
+    (tmp_path / "pkg" / "link.py").symlink_to("plain.py")
+    expected[b"pkg/link.py"] = expected[b"pkg/plain.py"]  # read through the link, as on disk
+    (tmp_path / "pkg" / "dangling.py").symlink_to("../../outside.py")
+    _git(tmp_path, "init", "-q")
+    _commit(tmp_path, "odd names")
+    tree = GitTree(str(tmp_path), "HEAD")
+    assert tree.files == {os.fsdecode(p) for p in expected}  # the link leaving the tree is no file
+    assert tree.python_files("pkg/sub dir") == sorted(os.fsdecode(p) for p in expected if b"sub dir" in p)
+    for path, data in expected.items():
+        assert tree.read(os.fsdecode(path)) == data, path
+    with pytest.raises(FileNotFoundError):
+        tree.read("pkg/dangling.py")
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_diff_is_unchanged_by_odd_file_names(tmp_path: Path, where: str) -> None:
+    """Oracle: the same edit in the same repository without the odd files."""
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    results = []
+    for odd in (False, True):
+        repo = tmp_path / f"repo{odd}"
+        shutil.copytree(FIXTURES / "kernelrepo", repo / "kernelrepo")
+        _git(repo, "init", "-q")
+        target = repo / ("kernelrepo/attention" if where == "inside" else "scripts")
+        target.mkdir(exist_ok=True)
+        if odd:
+            _write_odd_files(target, "before")
+        _commit(repo, "base")
+        _edit(repo, "kernelrepo/common/mem.py", "fx.memref_load_vec(", "fx.memref_load_vec_nt(")
+        if odd:
+            _write_odd_files(target, "after")
+        _commit(repo, "edit")
+        committed = diff_revisions(str(repo), "HEAD~1", "HEAD", ["kernelrepo"], use_cache=False)
+        _edit(repo, "kernelrepo/attention/decode.py", "SCALE = 0.125", "SCALE = 0.25")
+        working = diff_revisions(str(repo), "HEAD", None, ["kernelrepo"], use_cache=False)
+        results.append([(r.changes, r.unchanged) for r in (committed, working)])
+    assert results[0][0][0], "the edit changes roots"
+    assert results[1] == results[0]

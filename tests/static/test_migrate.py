@@ -64,7 +64,7 @@ def test_every_factory_decorator_form(imports: str, decorator: str, expected: st
     assert _decorators(code) == [expected, "@flyc.kernel"]
     assert code.count("import flydeps\n") == 1
     assert "functools" not in code  # the import was used by the decorator only
-    assert code.startswith("import flydsl_runtime.flyc as flyc\nimport flydeps\n")
+    assert code.startswith("import flydeps\nimport flydsl_runtime.flyc as flyc\n")  # isort order
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_unused_lru_cache_name_is_removed_but_other_functools_names_kept() -> No
         ("from flydsl.compiler import *\n", "from flydsl_runtime.flyc import *\n"),
         (
             "from flydsl import compiler as fc, expr as fx\n",
-            "from flydsl import expr as fx\nimport flydsl_runtime.flyc as fc\n",
+            "import flydsl_runtime.flyc as fc\nfrom flydsl import expr as fx\n",  # isort: `import` first
         ),
         ("from flydsl.compiler.jit_function import JitFunction\n", None),
         ("from flydsl.compiler import _private\n", None),
@@ -243,7 +243,7 @@ def test_comments_and_formatting_are_kept_byte_for_byte(tmp_path: Path) -> None:
     expected = (
         body.replace("import   functools   # the cache\r\n", "")
         .replace(
-            "import flydsl.compiler   as   flyc\r\n", "import flydsl_runtime.flyc   as   flyc\r\nimport flydeps\r\n"
+            "import flydsl.compiler   as   flyc\r\n", "import flydeps\r\nimport flydsl_runtime.flyc   as   flyc\r\n"
         )
         .replace("@functools.lru_cache( maxsize = 64 )", "@flydeps.cached_factory( maxsize = 64 )")
     )

@@ -86,7 +86,7 @@ class Loader:
                 kept.append(file)
             except OSError as exc:
                 self.loaded[file.name] = None
-                self.diagnostics.append(Diagnostic(file.path, 1, f"cannot read file: {exc.strerror or exc}"))
+                self.diagnostics.append(Diagnostic(file.path, 0, f"cannot read file: {exc.strerror or exc}"))
         out = []
         for file, summary in zip(kept, summarize(items, self.cache, workers=self.workers), strict=True):
             self.diagnostics.extend(Diagnostic(file.path, p.line, p.message) for p in summary.problems)
@@ -158,7 +158,7 @@ def analyze(
     targets = [split_target(p) for p in paths]
     for path, _ in targets:
         if not tree.is_file(path) and not tree.is_dir(path):
-            diagnostics.append(Diagnostic(path, 1, "no such file or directory"))
+            diagnostics.append(Diagnostic(path, 0, _why_not_read(tree, path)))
     existing = [(p, q) for p, q in targets if tree.is_file(p) or tree.is_dir(p)]
     detected = [detect_root(tree, p) for p, _ in existing]
     chosen = [r for (p, _), root in zip(existing, detected, strict=True) for r in declared_roots(tree, p) or [root]]
@@ -175,6 +175,13 @@ def analyze(
     read = [(m.file.path, m.summary.content_digest) for m in loader.loaded.values() if m is not None]
     results.save(key, project, read, analysis)
     return analysis
+
+
+def _why_not_read(tree: SourceTree, path: str) -> str:
+    """Why a path that is neither a file nor a directory was not read."""
+    if isinstance(tree, FileSystemTree) and tree.lexists(path):
+        return "not a regular file or directory (a FIFO, device, socket or broken link): skipped"
+    return "no such file or directory"
 
 
 def _build(
@@ -231,10 +238,14 @@ def _module_files(project: Project, path: str, diagnostics: list[Diagnostic]) ->
     for file in project.files_under(path):
         module = project.module_for_path(file)
         roots = ", ".join(project.roots) or "(none)"
-        if module is None and walked:  # a stray script next to the packages: said once, not an error
-            diagnostics.append(Diagnostic(file, 1, f"outside every root ({roots}): not analysed", note=True))
+        if not file.endswith(".py"):  # only named files get here: a directory walk yields .py files
+            diagnostics.append(
+                Diagnostic(file, 0, "not a Python file; flydeps reads .py files (or a directory of them)")
+            )
+        elif module is None and walked:  # a stray script next to the packages: said once, not an error
+            diagnostics.append(Diagnostic(file, 0, f"outside every root ({roots}): not analysed", note=True))
         elif module is None:
-            diagnostics.append(Diagnostic(file, 1, f"outside every root ({roots}); add --root DIR for its project"))
+            diagnostics.append(Diagnostic(file, 0, f"outside every root ({roots}); add --root DIR for its project"))
         else:
             files.append(module)
     return files
@@ -249,7 +260,7 @@ def _roots_for(
             names = sorted({c.qualname for m in modules for c in m.summary.codes if "<" not in c.qualname})
             hint = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             diagnostics.append(
-                Diagnostic(path, 1, f"no function or class {qual!r} here; try one of: {hint or '(none)'}")
+                Diagnostic(path, 0, f"no function or class {qual!r} here; try one of: {hint or '(none)'}")
             )
         return [spec] if spec else []
     specs = [s for m in modules for s in module_roots(index, m)]

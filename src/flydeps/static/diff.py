@@ -1,14 +1,19 @@
 """``flydeps diff``: which factories/kernels changed between two git revisions, and why.
 
-Contract: reads revisions with ``git ls-tree`` / ``git cat-file --batch`` (one process for
-all blobs), never checks anything out and never touches the working tree; the second side
-is another revision or the working tree. Both sides go through the same static analysis;
-a root changed when its transitive digest differs, and the helpers that changed are the
-nodes under it whose own digest differs (or that appeared / disappeared).
+Contract: reads revisions with ``git ls-tree -r -z`` (NUL-separated: any file name works,
+newlines, tabs and undecodable bytes included) and one ``git cat-file --batch`` process fed
+by object ids, never by ``rev:path`` names (a name with a newline would shift every answer);
+never checks anything out and never touches the working tree; the second side is another
+revision or the working tree. A symbolic link inside the revision reads as the file it
+points to, as on disk; one that leaves the tree, dangles or loops is not a file. Both sides
+go through the same static analysis; a root changed when its transitive digest differs, and
+the helpers that changed are the nodes under it whose own digest differs (or that appeared /
+disappeared).
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import subprocess
 from collections.abc import Sequence
@@ -35,8 +40,26 @@ def _git(args: Sequence[str], cwd: str, data: bytes | None = None) -> bytes:
     return done.stdout
 
 
+_SYMLINK = "120000"
+
+
+def _list_tree(listing: bytes) -> dict[str, tuple[str, str]]:
+    """``path -> (mode, object id)`` of the blobs in ``git ls-tree -r -z`` output; each
+    record is ``<mode> SP <type> SP <oid> TAB <path> NUL`` (submodules are skipped)."""
+    objects: dict[str, tuple[str, str]] = {}
+    for record in listing.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, oid = meta.decode("ascii").split(" ")
+        if kind == "blob":
+            objects[name.decode("utf-8", "surrogateescape")] = (mode, oid)
+    return objects
+
+
 def repo_root(cwd: str = ".") -> str:
-    return _git(["rev-parse", "--show-toplevel"], cwd).decode().strip()
+    out = _git(["rev-parse", "--show-toplevel"], cwd)
+    return os.fsdecode(out[:-1] if out.endswith(b"\n") else out)
 
 
 class GitTree:
@@ -44,8 +67,12 @@ class GitTree:
 
     def __init__(self, repo: str, rev: str) -> None:
         self.repo, self.rev = repo, rev
-        listing = _git(["ls-tree", "-r", "-z", "--name-only", rev], repo).decode("utf-8", "surrogateescape")
-        self.files = frozenset(p for p in listing.split("\0") if p)
+        self._objects = _list_tree(_git(["ls-tree", "-r", "-z", "--full-tree", rev], repo))
+        self._blobs: dict[str, bytes] = {}  # object id -> bytes
+        links = [oid for mode, oid in self._objects.values() if mode == _SYMLINK]
+        if links:
+            self._prefetch(links)
+        self.files = frozenset(p for p, (mode, _) in self._objects.items() if mode != _SYMLINK or self._resolve(p))
         dirs: set[str] = {"."}
         for path in self.files:
             parent = posixpath.dirname(path)
@@ -53,30 +80,49 @@ class GitTree:
                 dirs.add(parent)
                 parent = posixpath.dirname(parent)
         self.dirs = frozenset(dirs)
-        self._blobs: dict[str, bytes] = {}
 
     def read(self, path: str) -> bytes:
         path = posixpath.normpath(path)
-        if path not in self.files:
+        oid = self._resolve(path)
+        if oid is None:
             raise FileNotFoundError(2, f"not in revision {self.rev}", path)
-        if path not in self._blobs:
-            wanted = [p for p in self.files if p.endswith(".py") and p not in self._blobs and p != path]
-            self._prefetch([*wanted, path])  # every source at once; metadata (pyproject.toml) too
-        return self._blobs[path]
+        if oid not in self._blobs:
+            wanted = [o for p, (_, o) in self._objects.items() if p.endswith(".py") and o not in self._blobs]
+            self._prefetch([*wanted, oid])  # every source at once; metadata (pyproject.toml) too
+        return self._blobs[oid]
 
-    def _prefetch(self, paths: list[str]) -> None:
-        """All blobs through one ``git cat-file --batch`` process."""
-        request = "".join(f"{self.rev}:{p}\n" for p in paths).encode("utf-8", "surrogateescape")
-        out = _git(["cat-file", "--batch"], self.repo, request)
+    def _resolve(self, path: str) -> str | None:
+        """The blob id of ``path``, following symbolic links inside the revision."""
+        for _ in range(40):  # as many hops as the kernel allows before ELOOP
+            entry = self._objects.get(path)
+            if entry is None:
+                return None
+            mode, oid = entry
+            if mode != _SYMLINK:
+                return oid
+            if oid not in self._blobs:
+                self._prefetch([oid])
+            target = self._blobs[oid].decode("utf-8", "surrogateescape")
+            if target.startswith("/"):
+                return None
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+            if path.startswith("../") or path == "..":
+                return None
+        return None
+
+    def _prefetch(self, oids: list[str]) -> None:
+        """Blobs by object id through one ``git cat-file --batch`` process: each answer is
+        ``<oid> blob <size>\\n<bytes>\\n``, sized, so the contents never shift the parse."""
+        unique = list(dict.fromkeys(oids))
+        out = _git(["cat-file", "--batch"], self.repo, "".join(f"{o}\n" for o in unique).encode("ascii"))
         pos = 0
-        for path in paths:
+        for oid in unique:
             header_end = out.index(b"\n", pos)
             header = out[pos:header_end].split()
-            if len(header) < 3 or header[1] != b"blob":
-                pos = header_end + 1
-                continue
+            if len(header) != 3 or header[0].decode() != oid or header[1] != b"blob":
+                raise GitError(f"git cat-file --batch: unexpected answer {out[pos:header_end]!r} for object {oid}")
             size = int(header[2])
-            self._blobs[path] = out[header_end + 1 : header_end + 1 + size]
+            self._blobs[oid] = out[header_end + 1 : header_end + 1 + size]
             pos = header_end + 1 + size + 1
 
     def is_file(self, path: str) -> bool:

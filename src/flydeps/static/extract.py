@@ -19,7 +19,6 @@ losing bindings.
 from __future__ import annotations
 
 import ast
-import os
 from collections import Counter
 from collections.abc import Iterator
 from types import CodeType
@@ -27,6 +26,7 @@ from typing import cast
 
 from blake3 import blake3
 
+from .. import settings
 from .._bytecode import code_digest, code_refs, is_function_code, nested_codes
 from .expressions import call_args_binding, class_body_digest, class_digest, dotted, text_of, value_binding
 from .summary import (
@@ -43,7 +43,7 @@ from .summary import (
     ValueBinding,
 )
 
-__all__ = ["extract", "failed_summary"]
+__all__ = ["extract", "failed_summary", "longest_line", "too_complex"]
 
 _CO_NEWLOCALS = 0x0002
 
@@ -59,8 +59,8 @@ def extract(source: bytes, filename: str) -> FileSummary:
         return failed_summary(digest, lines, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")
     except ValueError as exc:  # 3.11: null bytes
         return failed_summary(digest, lines, 1, f"cannot compile: {exc}")
-    except (RecursionError, MemoryError):
-        return failed_summary(digest, lines, 1, "nesting too deep for the Python compiler; simplify the file")
+    except (RecursionError, MemoryError) as exc:
+        return failed_summary(digest, lines, *too_complex(source, exc))
     scopes = _ScopeBuilder()
     scopes.module(tree)
     codes = tuple(_code_infos(module_code, scopes))
@@ -78,6 +78,29 @@ def extract(source: bytes, filename: str) -> FileSummary:
         patches=tuple(scopes.patches),
         optional_imports=tuple(sorted(scopes.optional)),
     )
+
+
+# Below this size a MemoryError from the compiler is its parser stack, not a memory shortage.
+_SMALL_SOURCE = 1 << 20
+
+
+def too_complex(source: bytes, exc: BaseException) -> tuple[int, str]:
+    """(line, message) for a RecursionError or MemoryError while compiling ``source``.
+
+    CPython raises MemoryError both for a real shortage and (3.11, without a message) when
+    its parser stack overflows on deep nesting; the "too complex" text of 3.12+, or a file
+    too small to exhaust memory, means nesting. The line is the longest one: where a
+    generated chain of thousands of operators lives."""
+    if isinstance(exc, RecursionError) or "too complex" in str(exc) or len(source) < _SMALL_SOURCE:
+        return longest_line(source), "expression nested too deeply for the Python compiler; split it into smaller parts"
+    size = len(source) / 1e6
+    return 1, f"out of memory while compiling this {size:.1f} MB file; split it or give flydeps more memory"
+
+
+def longest_line(source: bytes) -> int:
+    """1-based number of the longest line of ``source``."""
+    lengths = [len(line) for line in source.split(b"\n")]
+    return lengths.index(max(lengths)) + 1
 
 
 def failed_summary(digest: str, lines: int, line: int, message: str) -> FileSummary:
@@ -137,7 +160,7 @@ def _comprehension_locals(code: CodeType) -> frozenset[str]:
 
 
 def _strict() -> bool:
-    return os.environ.get("FLYDEPS_STRICT_AST") == "1"
+    return settings.flag("FLYDEPS_STRICT_AST", False)
 
 
 class _Scope:

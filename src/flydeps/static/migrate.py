@@ -2,49 +2,57 @@
 
 Contract: :func:`migrate_paths` yields one :class:`FileMigration` per ``.py`` file under
 the given paths (a file, or every module below a directory), in path order, and never
-raises for bad input: a missing path, undecodable bytes or a file libcst cannot parse is a
+raises for bad input: a missing path, undecodable bytes, a file libcst cannot parse, one
+too large or too deeply nested for it, or one whose parse crashed or ran out of time is a
 ``path:line: message`` :class:`~flydeps.static.project.Diagnostic` on that file's record,
-and the other files are still migrated. Nothing is written unless the caller asks
-(:meth:`FileMigration.write`: a temporary file in the same directory, then
-``os.replace``; unchanged files are never touched). Rewrites, done by
-:class:`MigrateCommand` (a :class:`~libcst.codemod.VisitorBasedCodemodCommand`, names
-resolved with libcst's ``QualifiedNameProvider`` so any import alias works):
+and the other files are still migrated; a FIFO or device is skipped with a note. Nothing
+is written unless the caller asks (:meth:`FileMigration.write`: a temporary file in the
+same directory, then ``os.replace``; unchanged files are never touched). Rewrites, done by
+:class:`~.codemod.MigrateCommand` (names resolved through any import alias):
 
 1. A compile factory -- a function decorated with ``functools.lru_cache`` (any call form)
    or ``functools.cache`` whose body defines, at any depth, a function decorated with
-   FlyDSL's ``kernel`` or ``jit``, or that calls a function of the same module that does (a
-   delegating entry point: ``@lru_cache def _build_x(...): return build_x(...)``) -- is
-   decorated with ``flydeps.cached_factory`` instead,
-   with the same arguments (``cache`` becomes ``cached_factory(maxsize=None)``); ``import
-   flydeps`` is added once and a ``functools`` import nothing else uses is removed
-   (libcst's ``AddImportsVisitor``/``RemoveImportsVisitor``). Other memoized functions
-   keep ``lru_cache``.
+   FlyDSL's ``kernel`` or ``jit`` -- is decorated with ``flydeps.cached_factory`` instead,
+   with the same arguments (``cache`` becomes ``cached_factory(maxsize=None)``). So is a
+   *delegating factory*, one whose body defines no kernel but calls a function of the same
+   module that does (``@lru_cache def _build_x(...): return build_x(...)``): its cache
+   would keep returning the first build after ``build_x`` changes. ``skip_delegating``
+   (``--skip-delegating``) keeps their ``lru_cache`` with a warning instead. ``import
+   flydeps`` is added once and a ``functools`` import nothing else uses is removed.
+   Other memoized functions keep ``lru_cache``.
 2. ``import flydsl.compiler as X`` and ``from flydsl import compiler as X`` become
    ``import flydsl_runtime.flyc as X``; ``from flydsl.compiler import a, b`` becomes
    ``from flydsl_runtime.flyc import a, b`` -- only when every name imported (or used as
    ``X.name``) is one the facade exports (:data:`FACADE_NAMES`), so no import breaks.
 
+Added and rewritten imports go where isort/ruff ``I`` put them (:mod:`.import_order`).
 Everything else is kept byte for byte (libcst's lossless round trip; the file's encoding,
-BOM and line endings included), so running it twice changes nothing the second time.
-Files that never mention ``flydsl`` cannot contain either pattern and are skipped unparsed,
-as are the files of a ``flydsl_runtime`` package (the facade wraps ``flydsl.compiler``).
-What it cannot migrate is left unchanged with a warning naming the line and the fix.
+BOM and line endings -- each line's own, a final lone CR included -- kept; an added line
+takes the file's first line ending), so running it twice changes nothing the second time.
+
+Speed and safety: a file whose bytes cannot match either rewrite (:func:`may_change`: no
+``flydsl``, or neither ``compiler`` nor ``functools`` + a cache + a kernel decorator) is
+skipped unparsed, as are the files of a ``flydsl_runtime`` package (the facade wraps
+``flydsl.compiler``). The rest is pre-checked (size, :func:`~.isolate.precheck`) and then
+parsed in worker processes (:func:`~.isolate.run_isolated`), one file at a time, so that a
+libcst crash or stall costs that file only. :func:`migrate_file` does the same in-process.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import importlib.metadata
 import io
 import os
+import stat
 import tempfile
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.codemod import (
     CodemodContext,
     SkipReason,
@@ -52,167 +60,25 @@ from libcst.codemod import (
     TransformResult,
     TransformSkip,
     TransformSuccess,
-    VisitorBasedCodemodCommand,
     transform_module,
 )
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.helpers import get_full_name_for_node
-from libcst.metadata import PositionProvider, QualifiedNameProvider
 
+from .codemod import FACADE_NAMES, MigrateCommand
+from .isolate import Crashed, precheck, run_isolated
+from .parse import max_file_bytes
 from .project import Diagnostic, FileSystemTree
 
-__all__ = ["FileMigration", "MigrateCommand", "migrate_file", "migrate_paths", "migrate_source"]
-
-FLYDSL_COMPILER = "flydsl.compiler"
-RUNTIME_FLYC = "flydsl_runtime.flyc"
-LRU_CACHE, CACHE = "functools.lru_cache", "functools.cache"
-KERNEL_DECORATORS = frozenset(
-    f"{module}.{name}" for module in (FLYDSL_COMPILER, RUNTIME_FLYC) for name in ("kernel", "jit")
-)
-#: What ``flydsl_runtime.flyc`` exports: ``flydsl.compiler.__all__`` of the pinned FlyDSL
-#: (0.5.0) plus ``cached_factory``; tests compare it with the real facade where FlyDSL is
-#: installed. An import whose names (or alias uses, ``flyc.jit_function``) fall outside it
-#: is left unchanged, so a migration never breaks an import.
-FACADE_NAMES = frozenset(
-    {
-        *("BaseBackend", "CompiledFunction", "GPUTarget", "JitArgumentRegistry", "cached_factory", "compile"),
-        *("compile_backend_name", "from_c_void_p", "from_dlpack", "from_torch_tensor", "get_backend", "jit"),
-        *("kernel", "register_backend"),
-    }
-)
-
-
-def _runtime_flyc() -> cst.Attribute:
-    return cst.Attribute(cst.Name("flydsl_runtime"), cst.Name("flyc"))
-
-
-def _cached_factory() -> cst.Attribute:
-    return cst.Attribute(cst.Name("flydeps"), cst.Name("cached_factory"))
-
-
-class MigrateCommand(VisitorBasedCodemodCommand):
-    """Compile factories to ``flydeps.cached_factory``, ``flydsl.compiler`` to the facade."""
-
-    DESCRIPTION = "Migrate FlyDSL compile factories to flydeps.cached_factory and flydsl_runtime.flyc."
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
-
-    def __init__(self, context: CodemodContext) -> None:
-        super().__init__(context)
-        self._defines_kernel: list[bool] = []  # one flag per enclosing function
-        self._missing: list[str] = []  # `X.name` with X bound to flydsl.compiler, name not in the facade
-        self._builders: frozenset[str] = frozenset()  # module-level functions that define a kernel
-
-    def visit_Module(self, node: cst.Module) -> None:
-        functions = [f for f in node.body if isinstance(f, cst.FunctionDef)]
-        self._builders = frozenset(f.name.value for f in functions if self._defines_any_kernel(f))
-        attributes = [ref for ref in m.findall(node, m.Attribute()) if isinstance(ref, cst.Attribute)]
-        used = {ref.attr.value for ref in attributes if FLYDSL_COMPILER in self._qualified(ref.value)}
-        self._missing = sorted(n for n in used if n not in FACADE_NAMES and not n.startswith("__"))
-
-    def _keep_compiler(self, node: cst.CSTNode) -> bool:
-        """True (after a warning) when the file uses names of ``flydsl.compiler`` that the
-        facade does not export: its import must stay."""
-        if self._missing:
-            self._warn(
-                node,
-                f"left unchanged: the file uses {FLYDSL_COMPILER}.{', .'.join(self._missing)}, which {RUNTIME_FLYC} "
-                f"does not export; import those from {FLYDSL_COMPILER}.<module> under another name, then rerun",
-            )
-        return bool(self._missing)
-
-    def _qualified(self, expr: cst.BaseExpression) -> set[str]:
-        """What a decorator (or the callee of a decorator call) names, through imports."""
-        target = expr.func if isinstance(expr, cst.Call) else expr
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, target, set())}
-
-    def _warn(self, node: cst.CSTNode, message: str) -> None:
-        line = self.get_metadata(PositionProvider, node).start.line
-        self.warn(f"{self.context.filename}:{line}: {message}")
-
-    def _defines_any_kernel(self, node: cst.FunctionDef) -> bool:
-        nested = [f for f in m.findall(node, m.FunctionDef()) if isinstance(f, cst.FunctionDef) and f is not node]
-        return any(self._qualified(d.decorator) & KERNEL_DECORATORS for f in nested for d in f.decorators)
-
-    def _delegates(self, node: cst.FunctionDef) -> bool:
-        """The body calls a builder of this module by name (``return build_x(...)``)."""
-        calls = m.findall(node.body, m.Call(func=m.Name()))
-        return any(isinstance(c, cst.Call) and cst.ensure_type(c.func, cst.Name).value in self._builders for c in calls)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if any(self._qualified(d.decorator) & KERNEL_DECORATORS for d in node.decorators):
-            self._defines_kernel = [True] * len(self._defines_kernel)
-        self._defines_kernel.append(False)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        if not self._defines_kernel.pop() and not self._delegates(original_node):
-            return updated_node
-        decorators = [self._factory(old, new) for old, new in zip(original_node.decorators, updated_node.decorators)]
-        return updated_node.with_changes(decorators=decorators)
-
-    def _factory(self, original: cst.Decorator, updated: cst.Decorator) -> cst.Decorator:
-        """``lru_cache``/``cache`` (any form) -> ``flydeps.cached_factory``; others as they are."""
-        names = self._qualified(original.decorator)
-        expr = updated.decorator
-        if LRU_CACHE in names:
-            new: cst.BaseExpression = (
-                expr.with_changes(func=_cached_factory()) if isinstance(expr, cst.Call) else _cached_factory()
-            )
-        elif CACHE in names and not isinstance(expr, cst.Call):
-            new = cst.parse_expression("flydeps.cached_factory(maxsize=None)")
-        else:
-            return updated
-        RemoveImportsVisitor.remove_unused_import_by_node(self.context, original.decorator)
-        AddImportsVisitor.add_needed_import(self.context, "flydeps")
-        return updated.with_changes(decorator=new)
-
-    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import:
-        aliases = []
-        for alias in updated_node.names:
-            if get_full_name_for_node(alias.name) == FLYDSL_COMPILER:
-                if alias.asname is None:
-                    self._warn(
-                        original_node,
-                        f"`import {FLYDSL_COMPILER}` has no alias, left unchanged; write "
-                        f"`import {RUNTIME_FLYC} as flyc` and call `flyc.jit`/`flyc.kernel` through it",
-                    )
-                elif not self._keep_compiler(original_node):
-                    alias = alias.with_changes(name=_runtime_flyc())
-            aliases.append(alias)
-        return updated_node.with_changes(names=aliases)
-
-    def leave_ImportFrom(
-        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-    ) -> cst.ImportFrom | cst.Import:
-        if updated_node.relative or updated_node.module is None:
-            return updated_node
-        module = get_full_name_for_node(updated_node.module)
-        names = updated_node.names
-        if module == FLYDSL_COMPILER:
-            imported = [] if isinstance(names, cst.ImportStar) else [a.evaluated_name for a in names]
-            missing = [name for name in imported if name not in FACADE_NAMES]
-            if missing and len(missing) < len(imported):
-                self._warn(
-                    original_node,
-                    f"left unchanged: {RUNTIME_FLYC} does not export {', '.join(missing)}; import the "
-                    f"other names from {RUNTIME_FLYC} in a statement of their own",
-                )
-            if missing:
-                return updated_node
-            return updated_node.with_changes(module=_runtime_flyc())
-        if module != "flydsl" or isinstance(names, cst.ImportStar):
-            return updated_node
-        compiler = [a for a in names if a.evaluated_name == "compiler"]
-        if not compiler or self._keep_compiler(original_node):
-            return updated_node
-        if len(names) == 1:
-            alias = cst.AsName(cst.Name(compiler[0].evaluated_alias or "compiler"))
-            return cst.Import([cst.ImportAlias(_runtime_flyc(), alias)], semicolon=updated_node.semicolon)
-        for compiler_alias in compiler:  # `from flydsl import compiler as flyc, expr as fx`: split the statement
-            asname = compiler_alias.evaluated_alias or "compiler"
-            AddImportsVisitor.add_needed_import(self.context, RUNTIME_FLYC, asname=asname)
-        rest = [a for a in names if a.evaluated_name != "compiler"]
-        rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(names=rest)
+__all__ = [
+    "FACADE_NAMES",
+    "MAX_MIGRATE_BYTES",
+    "FileMigration",
+    "MigrateCommand",
+    "may_change",
+    "migrate_bytes",
+    "migrate_file",
+    "migrate_paths",
+    "migrate_source",
+]
 
 
 @dataclass(frozen=True)
@@ -279,9 +145,9 @@ def _lines(text: str) -> list[str]:
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def _failure(path: str, line: int, message: str, error: Exception) -> FileMigration:
+def _failure(path: str, line: int, message: str, error: Exception, data: bytes = b"") -> FileMigration:
     result = TransformFailure(error=error, traceback_str="", warning_messages=[])
-    return FileMigration(path, result, problem=Diagnostic(path, line, message))
+    return FileMigration(path, result, data, data, problem=Diagnostic(path, line, message))
 
 
 def _skip(path: str, data: bytes, why: str) -> FileMigration:
@@ -289,27 +155,84 @@ def _skip(path: str, data: bytes, why: str) -> FileMigration:
     return FileMigration(path, result, data, data)
 
 
-def migrate_source(code: str, path: str = "<string>") -> TransformResult:
-    """Run :class:`MigrateCommand` on ``code``; libcst's result object, never an exception."""
-    return transform_module(MigrateCommand(CodemodContext(filename=path)), code)
+def may_change(data: bytes) -> bool:
+    """False when no rewrite can apply to a file with these bytes, decided without parsing:
+    every rewrite names ``flydsl`` (the kernel decorators and the compiler both live there),
+    an import rewrite names ``compiler``, a factory rewrite names ``functools``, a cache
+    decorator (``lru_cache``/``cache``) and a kernel decorator (``kernel``/``jit``)."""
+    if b"flydsl" not in data:
+        return False
+    if b"compiler" in data:
+        return True
+    return b"functools" in data and b"cache" in data and (b"kernel" in data or b"jit" in data)
 
 
-def migrate_file(path: str) -> FileMigration:
-    """Read, decode (PEP 263 / BOM) and migrate one file; nothing is written."""
+def migrate_source(code: str, path: str = "<string>", *, skip_delegating: bool = False) -> TransformResult:
+    """Run :class:`MigrateCommand` on ``code``; libcst's result object, never an exception.
+    Line endings come back as they were (libcst drops a file's final lone ``\\r``)."""
+    command = MigrateCommand(CodemodContext(filename=path), skip_delegating=skip_delegating)
+    result = transform_module(command, code)
+    if isinstance(result, TransformSuccess) and code.endswith("\r") and not code.endswith("\r\n"):
+        # libcst 1.9's tokenizer drops exactly one final lone CR, whatever precedes it
+        return TransformSuccess(warning_messages=result.warning_messages, code=result.code + "\r")
+    return result
+
+
+def migrate_file(path: str, *, skip_delegating: bool = False) -> FileMigration:
+    """Read, screen (:func:`may_change`), decode (PEP 263 / BOM), pre-check and migrate one
+    file in this process; nothing is written. :func:`migrate_paths` runs the parse in
+    worker processes instead, so that a crash of libcst cannot end the caller."""
+    data = _read(path)
+    if isinstance(data, FileMigration):
+        return data
+    return _screen(path, data) or migrate_bytes(path, data, max_bytes(), skip_delegating=skip_delegating)
+
+
+#: libcst parses about 1,000 lines a second and needs ~30x the file's size in memory.
+MAX_MIGRATE_BYTES = 4 << 20
+
+
+def max_bytes() -> int:
+    """Files above this size are reported, not parsed: the smaller of ``FLYDEPS_MAX_FILE_BYTES``
+    and :data:`MAX_MIGRATE_BYTES`."""
+    return min(max_file_bytes(), MAX_MIGRATE_BYTES)
+
+
+def _read(path: str) -> bytes | FileMigration:
+    """The bytes of a regular file; a FIFO or device is reported, never opened for reading
+    in blocking mode (it would hang)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                skipped = _skip(path, b"", "not a regular file")
+                note = Diagnostic(path, 1, "not a regular file (a FIFO, socket or device); skipped", note=True)
+                return dataclasses.replace(skipped, problem=note)
+            return handle.read()
     except OSError as exc:
         return _failure(path, 1, f"cannot read: {exc.strerror or exc}; check the path and its permissions", exc)
-    if b"flydsl" not in data:
-        return _skip(path, data, "does not mention flydsl")
+
+
+def _screen(path: str, data: bytes) -> FileMigration | None:
+    """A skip record for a file no rewrite can touch, else None (it must be parsed)."""
+    if not may_change(data):
+        return _skip(path, data, "names nothing a rewrite applies to (flydsl.compiler, a cached kernel builder)")
     if "flydsl_runtime" in os.path.normpath(os.path.abspath(path)).split(os.sep):
         return _skip(path, data, "part of the flydsl_runtime facade, which wraps flydsl.compiler itself")
+    return None
+
+
+def migrate_bytes(path: str, data: bytes, limit: int, *, skip_delegating: bool = False) -> FileMigration:
+    """Decode, pre-check (:func:`~.isolate.precheck`) and migrate a file's bytes."""
+    if len(data) > limit:
+        error = ValueError(f"{len(data)} bytes")
+        why = f"too large to migrate ({len(data) / 1e6:.1f} MB > {limit / 1e6:.1f} MB); migrate it by hand"
+        return _failure(path, 1, why, error, data)
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
         text = data.decode(encoding)
     except SyntaxError as exc:  # a bad coding cookie
-        return _failure(path, exc.lineno or 1, f"{exc.msg}; fix the coding declaration", exc)
+        return _failure(path, exc.lineno or 1, f"{exc.msg}; fix the coding declaration", exc, data)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _failure(
@@ -318,8 +241,12 @@ def migrate_file(path: str) -> FileMigration:
             f"cannot decode as {encoding}: {exc.reason} (byte {data[exc.start]:#04x}); "
             f"save the file as {encoding} or declare its encoding in a `# coding:` line",
             exc,
+            data,
         )
-    result = migrate_source(text, path)
+    too_deep = precheck(text)
+    if too_deep is not None:
+        return _failure(path, *too_deep, RecursionError(too_deep[1]), data)
+    result = migrate_source(text, path, skip_delegating=skip_delegating)
     if isinstance(result, TransformFailure):  # kept whole: the traceback is logged with -v
         return FileMigration(path, result, data, data, encoding, Diagnostic(path, *_explain(result.error, text, path)))
     if not isinstance(result, TransformSuccess):
@@ -334,7 +261,9 @@ def _explain(error: Exception, text: str, path: str) -> tuple[int, str]:
         return 1, f"flydeps migrate failed: {type(error).__name__}: {error}; please report this with the file"
     try:
         compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as exc:
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        if not isinstance(exc, SyntaxError):
+            return error.raw_line, f"syntax error: {type(exc).__name__} in CPython's parser; fix the file"
         return exc.lineno or error.raw_line, f"syntax error: {exc.msg}; fix the file"
     version = importlib.metadata.version("libcst")
     return error.raw_line, (
@@ -343,21 +272,90 @@ def _explain(error: Exception, text: str, path: str) -> tuple[int, str]:
     )
 
 
-def migrate_paths(paths: Iterable[str]) -> Iterator[FileMigration]:
-    """Every ``.py`` file under ``paths`` (each file once, in order), migrated in memory."""
+def _python_files(paths: Iterable[str]) -> Iterator[str | FileMigration]:
+    """Every ``.py`` file under ``paths`` once (by real path), in order; a failure record
+    for a missing path."""
     tree = FileSystemTree()
     seen: set[str] = set()
     for path in paths:
         if os.path.isdir(path):
             files = tree.python_files(path)
-        elif os.path.exists(path):
+        elif os.path.lexists(path):
             files = [path]
         else:
-            error = FileNotFoundError(path)
-            yield _failure(path, 1, "no such file or directory; check the PATH argument", error)
+            yield _failure(path, 1, "no such file or directory; check the PATH argument", FileNotFoundError(path))
             continue
         for file in files:
             key = os.path.realpath(file)
             if key not in seen:
                 seen.add(key)
-                yield migrate_file(file)
+                yield file
+
+
+def migrate_paths(
+    paths: Iterable[str], *, skip_delegating: bool = False, workers: int | None = None
+) -> Iterator[FileMigration]:
+    """Every ``.py`` file under ``paths`` (each file once, in order), migrated in memory.
+    Files :func:`may_change` rules out are never parsed; the others are parsed in up to
+    ``workers`` (default: the usable CPUs) worker processes, where a libcst crash or a
+    parse that outlives its time becomes that file's ``path:line: message``."""
+    records: list[FileMigration | None] = []
+    jobs: list[_Job] = []
+    slots: list[int] = []  # jobs[i] fills records[slots[i]]
+    limit = max_bytes()
+    for file in _python_files(paths):
+        read = file if isinstance(file, FileMigration) else _read(file)
+        record = _screen(str(file), read) if isinstance(read, bytes) else read
+        if record is None and isinstance(read, bytes):
+            slots.append(len(records))
+            jobs.append(_Job(str(file), read, limit, skip_delegating))
+        records.append(record)
+    done = 0
+    count = min(workers if workers is not None else _usable_cpus(), len(jobs))
+    for index, outcome in run_isolated(_migrate_job, jobs, workers=count, timeout=_deadline):
+        job = jobs[index]
+        records[slots[index]] = outcome if isinstance(outcome, FileMigration) else _crashed(job, outcome)
+        while done < len(records) and records[done] is not None:
+            yield records[done]  # type: ignore[misc]
+            done += 1
+    yield from records[done:]  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One file for a worker: its bytes, the size limit and the options."""
+
+    path: str
+    data: bytes
+    limit: int
+    skip_delegating: bool
+
+
+def _usable_cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _deadline(job: _Job) -> float:
+    """Seconds a file may take: generous for libcst's ~1,000 lines a second on a busy machine."""
+    return 120.0 + len(job.data) / 2_000
+
+
+def _migrate_job(job: _Job) -> FileMigration:
+    """The worker side of :func:`migrate_paths`: one file's bytes to a picklable record."""
+    path, data = job.path, job.data
+    migration = migrate_bytes(path, data, job.limit, skip_delegating=job.skip_delegating)
+    if isinstance(migration.result, TransformFailure):  # libcst's exceptions may not unpickle
+        error = RuntimeError(f"{type(migration.result.error).__name__}: {migration.result.error}")
+        result = TransformFailure(error=error, traceback_str=migration.traceback, warning_messages=[])
+        migration = FileMigration(path, result, data, data, migration.encoding, migration.problem)
+    return migration
+
+
+def _crashed(job: _Job, crash: Crashed) -> FileMigration:
+    version = importlib.metadata.version("libcst")
+    message = (
+        f"libcst {version} {crash.reason} while migrating this file; nothing was changed, "
+        "migrate it by hand (and please report the file)"
+    )
+    return _failure(job.path, 1, message, RuntimeError(crash.reason), job.data)

@@ -1,37 +1,44 @@
-"""Reading many files fast: the content-addressed parse cache and the process pool.
+"""Reading many files fast and safely: the content-addressed parse cache and the worker processes.
 
 Contract: ``summarize(items)`` maps (path, bytes) pairs to :class:`FileSummary` records,
-in order. A summary is looked up in the cache by the blake3 digest of the file's bytes
-salted with the Python cache tag and the digest of the extractor's own sources, so a
-new Python or a new flydeps never reads stale entries. The cache lives in
-``platformdirs.user_cache_dir("flydeps")`` (``FLYDEPS_CACHE_DIR`` overrides it); it is safe
-to delete at any time, unreadable or corrupted entries are ignored and rewritten, and
-entries are written to a temporary file and renamed into place so concurrent runs never
-see half an entry. Misses are extracted in a pool of worker processes when there is
-enough work to pay for it (cold whole-tree runs), else in-process.
+in order, and never raises or crashes for a bad file: every failure is a summary with one
+problem (``path:line: message``). A summary is looked up in the cache by the blake3 digest
+of the file's bytes, under a kind naming the summary schema version and a digest of the
+extractor's own sources and settings, so a new Python or a new flydeps never reads stale
+entries. The cache lives in ``platformdirs.user_cache_dir("flydeps")``
+(``FLYDEPS_CACHE_DIR`` overrides it); it is safe to delete at any time. Entries are JSON
+validated field by field and bound to their key (:mod:`flydeps.static.store`): nothing in
+the cache directory can run code, crash the interpreter or stand for another file; a
+malformed entry is a miss and gets rewritten. A directory others can write, or another
+user's, is refused (one warning) and the run goes on uncached.
+
+Misses are extracted in a pool of worker processes when there is enough work to pay for
+it (cold whole-tree runs), else in-process; workers die with this process
+(:mod:`flydeps.static.processes`). A cheap pre-check (:func:`needs_isolation`: size,
+longest line) sends files that could crash or exhaust the CPython parser to a child
+process of their own, so a crash there is a problem of that file only.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
-import marshal
-import multiprocessing
 import os
-import pickle
 import re
 import sys
-import tempfile
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import cast
 
 from blake3 import blake3
 
-from .extract import extract, failed_summary
-from .summary import SUMMARY_VERSION, FileSummary
+from .. import settings
+from . import processes, store
+from .extract import extract, failed_summary, longest_line, too_complex
+from .store import Invalid
+from .summary import SUMMARY_SHAPE, SUMMARY_VERSION, FileSummary
 
 __all__ = ["SummaryCache", "cache_dir", "scan_imports", "summarize"]
 
@@ -40,8 +47,20 @@ log = logging.getLogger("flydeps.static")
 # Below this much uncached source, starting worker processes costs more than it saves.
 POOL_MIN_BYTES = 256 * 1024
 POOL_MIN_FILES = 4
+# The pre-check (:func:`needs_isolation`): larger files, or files with a longer line, are
+# parsed in a child process of their own, which is killed after ISOLATED_TIMEOUT seconds.
+ISOLATE_BYTES = 128 * 1024
+ISOLATE_LINE = 8 * 1024
+ISOLATED_TIMEOUT = 600.0
 # Files above this size are reported and skipped rather than parsed.
-MAX_FILE_BYTES = int(os.environ.get("FLYDEPS_MAX_FILE_BYTES", str(32 * 1024 * 1024)))
+# ``None``: ``FLYDEPS_MAX_FILE_BYTES``, read when used (never at import, so a bad value cannot
+# break ``--help``); a test may set an int here.
+MAX_FILE_BYTES: int | None = None
+
+
+def max_file_bytes() -> int:
+    """Files above this many bytes are reported and skipped (raises ``SettingError`` on a bad value)."""
+    return MAX_FILE_BYTES if MAX_FILE_BYTES is not None else settings.integer("FLYDEPS_MAX_FILE_BYTES", 32 << 20)
 
 
 # ``import a.b as c, d`` / ``from ..a import (b, c as d)``: a cheap over-approximation of a
@@ -70,7 +89,7 @@ def scan_imports(source: bytes) -> list[tuple[int, str, tuple[str, ...]]]:
 
 def cache_dir() -> Path:
     """The parse-cache directory for this Python and this flydeps build."""
-    base = os.environ.get("FLYDEPS_CACHE_DIR")
+    base = settings.text("FLYDEPS_CACHE_DIR")
     if not base:
         import platformdirs
 
@@ -84,7 +103,7 @@ def _salt() -> str:
     the value-snapshot bound (``FLYDEPS_SNAPSHOT_LIMIT``, it shapes literal digests)
     invalidates the cache."""
     here = Path(__file__).resolve().parent
-    h = blake3(os.environ.get("FLYDEPS_SNAPSHOT_LIMIT", "").encode() + b"\0")
+    h = blake3(str(settings.integer("FLYDEPS_SNAPSHOT_LIMIT", 256)).encode() + b"\0")
     sources = (
         "extract.py",
         "expressions.py",
@@ -104,79 +123,97 @@ def _salt() -> str:
 
 
 class SummaryCache:
-    """Content-addressed summaries on disk; every failure degrades to a miss."""
+    """Content-addressed summaries on disk (see :mod:`flydeps.static.store` for the entry
+    format and the directory rules); every failure degrades to a miss.
 
-    def __init__(self, directory: Path | None) -> None:
+    ``directory`` is checked (owner, mode) and created 0700 by :func:`store.private_dir`
+    unless ``checked`` says the caller already did; a refused directory means no cache."""
+
+    def __init__(self, directory: Path | None, *, checked: bool = False) -> None:
+        if directory is not None and not checked:
+            directory = store.private_dir(directory.parent, directory)
         self.directory = directory
 
-    def _entry(self, key: str, codec: str) -> Path:
+    def _path(self, key: str) -> Path:
         assert self.directory is not None
-        return self.directory / key[:2] / f"{key[2:]}.{codec}"
+        return self.directory / key[:2] / f"{key[2:]}.json"
 
     def get(self, digest: str) -> FileSummary | None:
-        summary = self.get_object(digest)
-        if isinstance(summary, FileSummary) and summary.content_digest == digest:
-            return summary
-        return None
+        """The stored summary of the file whose bytes have blake3 ``digest``, if valid."""
+        raw = self.read("summary-v%d-%s" % (SUMMARY_VERSION, _salt()), digest)
+        if raw is None:
+            return None
+        try:
+            summary = SUMMARY_SHAPE.decode(raw)
+        except (Invalid, TypeError, ValueError, IndexError, KeyError, RecursionError) as exc:
+            log.debug("ignoring malformed parse-cache entry %s: %s", digest, exc)
+            return None
+        return summary if summary.content_digest == digest else None
 
     def put(self, summary: FileSummary) -> None:
-        self.put_object(summary.content_digest, summary)
+        self.write("summary-v%d-%s" % (SUMMARY_VERSION, _salt()), summary.content_digest, SUMMARY_SHAPE.encode(summary))
 
-    def get_object(self, key: str, codec: str = "pickle") -> object:
-        """Any entry by key (None when missing or unreadable). ``codec`` is ``pickle`` (any
-        object) or ``marshal`` (plain tuples of str/int/None: several times faster)."""
+    def read(self, kind: str, key: str) -> object:
+        """The JSON document stored for (``kind``, ``key``), None when missing or foreign."""
         if self.directory is None:
             return None
-        try:
-            with open(self._entry(key, codec), "rb") as handle:
-                return _CODECS[codec][0](handle)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # corrupted or foreign entry: ignore it, it will be rewritten
-            log.debug("ignoring unreadable cache entry %s: %s", key, exc)
-            return None
+        return store.read_entry(self._path(key), kind, key)
 
-    def put_object(self, key: str, value: object, codec: str = "pickle") -> None:
-        """Write an entry atomically (temporary file + rename); failures only log."""
-        if self.directory is None:
-            return
-        path = self._entry(key, codec)
-        tmp = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                _CODECS[codec][1](value, handle)
-            os.replace(tmp, path)
-        except (OSError, ValueError) as exc:  # read-only or full cache: analysis goes on uncached
-            log.debug("cannot write cache entry %s: %s", path, exc)
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
-
-
-_CODECS: dict[str, tuple[Callable[[BinaryIO], object], Callable[[object, BinaryIO], None]]] = {
-    "pickle": (pickle.load, lambda value, handle: pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)),
-    # marshal.load on a file reads in small pieces; one read + loads is several times faster
-    "marshal": (
-        lambda handle: marshal.loads(handle.read()),
-        lambda value, handle: marshal.dump(cast(Any, value), handle),
-    ),
-}
+    def write(self, kind: str, key: str, document: object) -> None:
+        """Store a JSON-able document for (``kind``, ``key``); failures only log."""
+        if self.directory is not None:
+            store.write_entry(self._path(key), kind, key, document)
 
 
 def _extract_and_store(job: tuple[str, bytes, str | None]) -> FileSummary:
     path, source, directory = job
     summary = _safe_extract(source, path)
-    SummaryCache(Path(directory) if directory else None).put(summary)
+    SummaryCache(Path(directory) if directory else None, checked=True).put(summary)
     return summary
 
 
 def _safe_extract(source: bytes, path: str) -> FileSummary:
     try:
         return extract(source, path)
-    except RecursionError:
-        digest = blake3(source).hexdigest()
-        return failed_summary(digest, source.count(b"\n") + 1, 1, "nesting too deep to analyse; simplify the file")
+    except (RecursionError, MemoryError) as exc:  # in the analyzer's own walk of a compiled file
+        return failed_summary(blake3(source).hexdigest(), source.count(b"\n") + 1, *too_complex(source, exc))
+
+
+def needs_isolation(source: bytes) -> bool:
+    """The cheap pre-check run before ``compile``: True when the file is parsed in a child
+    process of its own. CPython 3.11+ turns deep nesting into RecursionError/MemoryError,
+    but 3.10's parser overflows the C stack (a segfault) on ~150,000 chained operators,
+    which takes at least ~300 KB of source; and time and memory grow with size. So: files
+    over :data:`ISOLATE_BYTES`, or with a line over :data:`ISOLATE_LINE` bytes (where
+    generated chains live), are isolated; ordinary files stay in-process (or in the pool)."""
+    if len(source) > ISOLATE_BYTES:
+        return True
+    return len(source) > ISOLATE_LINE and max(map(len, source.split(b"\n"))) > ISOLATE_LINE
+
+
+def _extract_encoded(job: tuple[str, bytes, str | None]) -> bytes:
+    """In the isolated child: the summary, stored in the cache and sent back as JSON."""
+    return json.dumps(SUMMARY_SHAPE.encode(_extract_and_store(job))).encode("ascii")
+
+
+def _isolated(job: tuple[str, bytes, str | None]) -> FileSummary:
+    """Extract one suspicious file in a child: a crash there is a problem of this file."""
+    path, source, _ = job
+    answer = processes.run_isolated(_extract_encoded, job, ISOLATED_TIMEOUT)
+    if isinstance(answer, bytes):
+        try:
+            return cast(FileSummary, SUMMARY_SHAPE.decode(json.loads(answer)))
+        except (ValueError, TypeError, RecursionError) as exc:
+            answer = processes.Abort(exitcode=-1)
+            log.debug("unreadable answer of the parser process for %s: %s", path, exc)
+    hint = " (out of memory?)" if answer.signal == "SIGKILL" else ""
+    fix = "split the file" if answer.timeout else "split the long statement on this line"
+    return failed_summary(
+        blake3(source).hexdigest(),
+        source.count(b"\n") + 1,
+        longest_line(source),
+        f"cannot analyse: parsing this file {answer}{hint} in a separate process; {fix}",
+    )
 
 
 def summarize(
@@ -186,7 +223,7 @@ def summarize(
     results: list[FileSummary | None] = []
     misses: list[int] = []
     for index, (_, source) in enumerate(items):
-        if len(source) > MAX_FILE_BYTES:
+        if len(source) > max_file_bytes():
             results.append(_too_large(source))
             continue
         hit = cache.get(blake3(source).hexdigest())
@@ -206,28 +243,39 @@ def _too_large(source: bytes) -> FileSummary:
         blake3(source).hexdigest(),
         source.count(b"\n") + 1,
         1,
-        f"file too large to analyse ({size:.1f} MB > {MAX_FILE_BYTES / 1e6:.1f} MB); "
+        f"file too large to analyse ({size:.1f} MB > {max_file_bytes() / 1e6:.1f} MB); "
         "raise FLYDEPS_MAX_FILE_BYTES to include it",
     )
 
 
 def _run(jobs: list[tuple[str, bytes, str | None]], workers: int | None) -> list[FileSummary]:
+    """Summaries of ``jobs`` in order: suspicious files one child each, the rest batched."""
+    results: list[FileSummary | None] = [None] * len(jobs)
+    plain = []
+    for index, job in enumerate(jobs):
+        if needs_isolation(job[1]):
+            results[index] = _isolated(job)
+        else:
+            plain.append(index)
+    for index, summary in zip(plain, _run_plain([jobs[i] for i in plain], workers), strict=True):
+        results[index] = summary
+    return cast(list[FileSummary], results)
+
+
+def _run_plain(jobs: list[tuple[str, bytes, str | None]], workers: int | None) -> list[FileSummary]:
     count = workers if workers is not None else min(2, os.cpu_count() or 1)
     total = sum(len(job[1]) for job in jobs)
     if count < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
         return [_extract_and_store(job) for job in jobs]
     # Largest files first so the two workers finish together; results go back in job order.
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
-    with ProcessPoolExecutor(max_workers=count, mp_context=_context()) as pool:
-        done = list(pool.map(_extract_and_store, [jobs[i] for i in order], chunksize=1))
+    try:
+        with processes.pool(count) as pool:
+            done = list(pool.map(_extract_and_store, [jobs[i] for i in order], chunksize=1))
+    except BrokenProcessPool:  # a worker died (a crash on some file): one child per file finds which
+        log.debug("a parse worker died; extracting %d files one process each", len(jobs))
+        return [_isolated(job) for job in jobs]
     results: list[FileSummary] = [done[0]] * len(jobs)
     for position, index in enumerate(order):
         results[index] = done[position]
     return results
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    # fork starts in milliseconds; it is only safe while this process has a single thread.
-    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")

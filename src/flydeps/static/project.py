@@ -14,9 +14,11 @@ relative to its root so that digests and golden outputs never hold absolute path
 from __future__ import annotations
 
 import configparser
+import errno
 import os
 import posixpath
 import re
+import stat
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ __all__ = [
     "declared_roots",
     "detect_root",
     "is_library_dir",
+    "one_line",
     "resolve_relative",
 ]
 
@@ -39,8 +42,10 @@ __all__ = [
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
     """A problem with one input, reported as ``path:line: message``; analysis goes on.
-    A ``note`` is information (a script outside the declared packages, skipped), not a
-    problem: it does not change the exit status."""
+    ``line`` 0 means the file as a whole (missing, unreadable, not Python): it is reported
+    as ``path: message``, with no made-up line. A ``note`` is information (a script
+    outside the declared packages, skipped), not a problem: it does not change the exit
+    status. The text is always one line (see :func:`one_line`)."""
 
     path: str
     line: int
@@ -48,7 +53,24 @@ class Diagnostic:
     note: bool = False
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {'note: ' if self.note else ''}{self.message}"
+        where = f"{one_line(self.path)}:{self.line}" if self.line > 0 else one_line(self.path)
+        return f"{where}: {'note: ' if self.note else ''}{one_line(self.message)}"
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: control characters (a newline in a file name) are
+    escaped as in a Python literal and undecodable file-name bytes (the surrogates of
+    ``os.fsdecode``) as ``\\xNN``, so a message stays one line and encodes on any stream."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(char)[1:-1]
 
 
 class SourceTree(Protocol):
@@ -73,7 +95,15 @@ class FileSystemTree:
         return os.path.join(self.base, path) if self.base else path
 
     def read(self, path: str) -> bytes:
-        with open(self._real(path), "rb") as handle:
+        """The bytes of a regular file. Anything else (a FIFO, a device such as a symlink to
+        ``/dev/zero``, a socket) raises OSError without being read: reading a FIFO blocks
+        for ever and a device never ends. Checked before opening, and again on the opened
+        descriptor (opened non-blocking) in case the path was swapped in between."""
+        real = self._real(path)
+        _regular(os.stat(real).st_mode)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as handle:
+            _regular(os.fstat(fd).st_mode)
             return handle.read()
 
     def is_file(self, path: str) -> bool:
@@ -82,6 +112,10 @@ class FileSystemTree:
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(self._real(path))
 
+    def lexists(self, path: str) -> bool:
+        """Something (a FIFO, a device, a broken symlink) is at ``path``."""
+        return os.path.lexists(self._real(path))
+
     def python_files(self, directory: str) -> list[str]:
         found: list[str] = []
         for base, dirs, files in os.walk(self._real(directory)):
@@ -89,6 +123,12 @@ class FileSystemTree:
             rel = os.path.relpath(base, self.base) if self.base else base
             found.extend(_norm(posixpath.join(rel, f)) for f in sorted(files) if f.endswith(".py"))
         return sorted(found)
+
+
+def _regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+        raise OSError(errno.EINVAL, f"not a regular file ({kind}): skipped")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,15 @@ by adding keys.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 from ..graph import DepGraph, Edge, EdgeKind, Node, NodeKind
-from .project import Diagnostic
+from .project import Diagnostic, one_line
 
-__all__ = ["FORMATS", "ReportOptions", "format_graph", "pycg_name"]
+__all__ = ["FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "pycg_name"]
 
 JSON_SCHEMA = "flydeps.graph/1"
 # Enum ``.value`` is a descriptor call; graphs have tens of thousands of edges.
@@ -27,8 +28,12 @@ _SHORT = 8
 
 @dataclass(frozen=True)
 class ReportOptions:
+    """``colour``: ANSI styles; ``expand_external``: library calls one per line in the
+    tree; ``legend``: the tree ends with what each column and marker means."""
+
     colour: bool = False
     expand_external: bool = False
+    legend: bool = False
 
 
 class _Style:
@@ -56,40 +61,79 @@ def _display_name(node: Node, parent: Node | None) -> str:
 
 
 def _tree_line(node: Node, parent: Node | None, edge: Edge | None, digests: Mapping[str, str], style: _Style) -> str:
-    name = _display_name(node, parent)
+    name = one_line(_display_name(node, parent))
     parts = [style(name, "1" if parent is None else "")]
     if edge is not None and edge.kind not in (EdgeKind.CALLS, EdgeKind.NESTED, EdgeKind.METHOD, EdgeKind.READS):
-        label = f" {edge.label}" if edge.label and not name.endswith(edge.label) else ""
+        label = f" {one_line(edge.label)}" if edge.label and not name.endswith(edge.label) else ""
         parts.append(style(f"({_KIND[edge.kind]}{label})", "2"))
     parts.extend(style(f"[{t}]", _TAG_COLOUR.get(t, "2")) for t in sorted(node.tags))
     if node.kind is NodeKind.UNRESOLVED:
-        parts.append(style(f"unresolved: {node.detail}", "31"))
+        parts.append(style(f"unresolved: {one_line(node.detail)}", "31"))
     elif node.kind is NodeKind.GLOBAL and node.detail:
-        parts.append(style(f"= {node.detail}", "2"))
+        parts.append(style(f"= {one_line(node.detail)}", "2"))
     if node.location is not None:
-        parts.append(style(str(node.location), "2"))
+        parts.append(style(one_line(str(node.location)), "2"))
     parts.append(style(digests.get(node.id, node.digest)[:_SHORT], "2"))
     return "  ".join(parts)
+
+
+#: Levels drawn below a block's first line. A deeper subtree is cut (``(continued
+#: below)``) and drawn as a block of its own after the current one, so that the output
+#: stays linear in the graph's size: indenting a 20,000-deep call chain in full would
+#: take 4 bytes x depth per line (800 MB).
+MAX_TREE_DEPTH = 32
+
+#: What the tree shows, for ``flydeps graph --legend`` (docs/cli.md says the same).
+TREE_LEGEND = (
+    ("name", "qualname inside the parent's module, module:qualname across modules"),
+    ("f.<locals>.g", "function g defined inside f"),
+    ("m@mod:Sub", "method m as seen through subclass mod:Sub (its self.x resolve on Sub)"),
+    ("f#default.x", "the default value of f's parameter x"),
+    ("f#decorator.N", "the arguments of f's N-th decorator call"),
+    ("f#patch.N", "a module-level rebinding Cls.f = transform(Cls.f)"),
+    ("f#annotations", "f's evaluated annotations"),
+    ("(kind label)", "why the parent depends on it (closure, default, decorates, attribute, ...);"),
+    ("", "calls, reads, nested functions and self.x methods are unmarked"),
+    ("[factory]", "compile factory: functools.lru_cache / functools.cache / cached_factory"),
+    ("[kernel] [launcher]", "@flyc.kernel, @flyc.jit"),
+    ("[static-expression]", "digested from its normalized source expression, not a value snapshot"),
+    ("= text", "the source text of a global's value"),
+    ("path:line", "where it is defined, relative to its root"),
+    ("1a2b3c4d", "first 8 hex digits of the transitive digest: changes when the node or"),
+    ("", "anything below it changes (flydeps hash prints it in full)"),
+    ("external: a, b", "library code called, digested by distribution==version (--externals: one per line)"),
+    ("unresolved: why", "a name flydeps could not resolve from source, with the reason"),
+    ("(see above)", "printed with its subtree earlier in the output"),
+    ("(cycle)", "an edge back to a node on the current path"),
+    ("(continued below)", f"deeper than {MAX_TREE_DEPTH} levels: drawn as a block of its own further down"),
+)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def format_tree(
     graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
 ) -> str:
-    style = _Style(options.colour)
-    lines: list[str] = []
-    shown: set[str] = set()
+    tree = _Tree(graph, digests, _Style(options.colour), options)
     for root in graph.roots:
-        if lines:
-            lines.append("")
-        lines.append(_tree_line(graph.nodes[root], None, None, digests, style))
-        _tree_children(graph, root, shown, digests, style, options, lines)
+        tree.block(root, continued=False)
+        while tree.pending:  # subtrees cut at MAX_TREE_DEPTH, right after their root's block
+            tree.block(tree.pending.popleft(), continued=True)
     externals = sum(1 for n in graph.nodes.values() if n.kind is NodeKind.EXTERNAL)
     unresolved = sum(1 for n in graph.nodes.values() if n.kind is NodeKind.UNRESOLVED)
+    problems = sum(not d.note for d in diagnostics)
+    lines = tree.lines
     lines.append("")
     lines.append(
-        f"{len(graph.roots)} roots, {len(graph.nodes)} nodes ({externals} external, {unresolved} unresolved), "
-        f"{len(graph.edges)} edges" + (f"; {n} problems" if (n := sum(not d.note for d in diagnostics)) else "")
+        f"{_plural(len(graph.roots), 'root')}, {_plural(len(graph.nodes), 'node')} ({externals} external, "
+        f"{unresolved} unresolved), {_plural(len(graph.edges), 'edge')}"
+        + (f"; {_plural(problems, 'problem')}" if problems else "")
     )
+    if options.legend:
+        width = max(len(key) for key, _ in TREE_LEGEND)
+        lines.extend(["", "Legend:", *(f"  {key:<{width}}  {text}" for key, text in TREE_LEGEND)])
     return "\n".join(lines) + "\n"
 
 
@@ -100,51 +144,76 @@ def _tree_items(graph: DepGraph, nid: str, options: ReportOptions) -> list[tuple
     items: list[tuple[str, Edge | None]] = [("", e) for e in edges if e not in external]
     if external:
         names = sorted({_display_name(graph.nodes[e.dst], None) for e in external})
-        items.append(("external: " + ", ".join(names), None))
+        items.append(("external: " + ", ".join(one_line(n) for n in names), None))
     return items
 
 
-def _tree_children(
-    graph: DepGraph,
-    root: str,
-    shown: set[str],
-    digests: Mapping[str, str],
-    style: _Style,
-    options: ReportOptions,
-    lines: list[str],
-) -> None:
-    """Depth-first with an explicit stack (no recursion limit on deep chains); a node
-    already printed with children is not expanded again, a node on the path is a cycle."""
-    shown.add(root)
-    first = _tree_items(graph, root, options)
-    stack: list[tuple[str, str, tuple[str, ...], Iterator[tuple[str, Edge | None]], int]] = [
-        (root, "", (root,), iter(first), len(first))
-    ]
-    counters = [0]
-    while stack:
-        nid, prefix, path, items, total = stack[-1]
-        item = next(items, None)
-        if item is None:
-            stack.pop()
-            counters.pop()
-            continue
-        counters[-1] += 1
+class _Tree:
+    """The tree text, drawn depth-first with an explicit stack (no recursion limit). A
+    node already drawn with its children is not expanded again (``(see above)``), a node
+    on the current path is a cycle, and a subtree deeper than :data:`MAX_TREE_DEPTH` is
+    queued in :attr:`pending` to be drawn as a block of its own."""
+
+    def __init__(self, graph: DepGraph, digests: Mapping[str, str], style: _Style, options: ReportOptions) -> None:
+        self.graph, self.digests, self.style, self.options = graph, digests, style, options
+        self.lines: list[str] = []
+        self.shown: set[str] = set()
+        self.pending: deque[str] = deque()
+        self._queued: set[str] = set()
+
+    def block(self, root: str, *, continued: bool) -> None:
+        if self.lines:
+            self.lines.append("")
+        first = _tree_line(self.graph.nodes[root], None, None, self.digests, self.style)
+        self.lines.append(first + (self.style("  (continued)", "2") if continued else ""))
+        self._queued.discard(root)
+        self.shown.add(root)
+        children = _tree_items(self.graph, root, self.options)
+        stack: list[tuple[str, str, Iterator[tuple[str, Edge | None]], int, list[int]]] = [
+            (root, "", iter(children), len(children), [0])
+        ]
+        on_path = {root}
+        while stack:
+            nid, prefix, items, total, count = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+                on_path.discard(nid)
+                continue
+            count[0] += 1
+            branch, extend = ("└── ", "    ") if count[0] == total else ("├── ", "│   ")
+            child = self._line(nid, prefix + branch, item, on_path, deep=len(stack) >= MAX_TREE_DEPTH)
+            if child is not None:
+                grandchildren = _tree_items(self.graph, child, self.options)
+                stack.append((child, prefix + extend, iter(grandchildren), len(grandchildren), [0]))
+                on_path.add(child)
+
+    def _line(
+        self, parent: str, head: str, item: tuple[str, Edge | None], on_path: set[str], *, deep: bool
+    ) -> str | None:
+        """Append one child's line; return the child's id when its children come next."""
         text, edge = item
-        branch, extend = ("└── ", "    ") if counters[-1] == total else ("├── ", "│   ")
+        style = self.style
         if edge is None:
-            lines.append(prefix + branch + style(text, "2"))
-            continue
-        line = prefix + branch + _tree_line(graph.nodes[edge.dst], graph.nodes[nid], edge, digests, style)
-        if edge.dst in path:
-            lines.append(line + style("  (cycle)", "2"))
-        elif edge.dst in shown and graph.successors(edge.dst):
-            lines.append(line + style("  (see above)", "2"))
+            self.lines.append(head + style(text, "2"))
+            return None
+        dst = edge.dst
+        line = head + _tree_line(self.graph.nodes[dst], self.graph.nodes[parent], edge, self.digests, style)
+        if dst in on_path:
+            self.lines.append(line + style("  (cycle)", "2"))
+        elif dst in self._queued:
+            self.lines.append(line + style("  (continued below)", "2"))
+        elif dst in self.shown and self.graph.successors(dst):
+            self.lines.append(line + style("  (see above)", "2"))
+        elif deep and self.graph.successors(dst):
+            self.lines.append(line + style("  (continued below)", "2"))
+            self._queued.add(dst)
+            self.pending.append(dst)
         else:
-            lines.append(line)
-            shown.add(edge.dst)
-            children = _tree_items(graph, edge.dst, options)
-            stack.append((edge.dst, prefix + extend, (*path, edge.dst), iter(children), len(children)))
-            counters.append(0)
+            self.lines.append(line)
+            self.shown.add(dst)
+            return dst
+        return None
 
 
 def graph_document(graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic]) -> dict:
@@ -201,7 +270,7 @@ def format_json(
 
 
 def _short_label(node: Node) -> str:
-    name = _display_name(node, None)
+    name = one_line(_display_name(node, None))
     tags = "".join(f" [{t}]" for t in sorted(node.tags))
     where = f"\\n{node.location}" if node.location else ""
     return f"{name}{tags}{where}"

@@ -5,8 +5,9 @@ files, and records every other input the analysis looked at: the content digest 
 file it read, the answer of each module-name probe (``pkg/x.py`` exists or not, a
 namespace directory exists or not), and the ``dist==version`` of each external leaf. A
 hit re-checks all of them (re-reading and hashing every file), so it is exact: it
-returns what a fresh analysis would. Entries live next to the parse cache, are written
-atomically and are ignored when unreadable, like parse-cache entries.
+returns what a fresh analysis would. Entries live next to the parse cache, in the same
+validated format (:mod:`flydeps.static.store`): written atomically, bound to their key
+(an entry copied from another request is a miss), ignored when unreadable or malformed.
 
 Why: the warm whole-tree budget (0.5 s for 50,000 lines) leaves no room to re-run name
 resolution over ten thousand functions; re-hashing the files is ten times cheaper.
@@ -30,6 +31,7 @@ from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
 from . import parse
 from .parse import SummaryCache
 from .project import Diagnostic, Project, is_library_dir
+from .store import Invalid
 from .symbols import assumed_installed
 
 if TYPE_CHECKING:
@@ -37,24 +39,20 @@ if TYPE_CHECKING:
 
 __all__ = ["ResultCache", "request_key"]
 
-_VERSION = b"flydeps-static-result-v5"
+_VERSION = b"flydeps-static-result-v6"
 _EDGE_KINDS = {k.value: k for k in EdgeKind}
 _NODE_KINDS = {k.value: k for k in NodeKind}
 _KIND: dict[object, str] = {k: k.value for k in (*NodeKind, *EdgeKind)}
 log = logging.getLogger("flydeps.static")
 
 
-class _Entry(NamedTuple):
+class _Inputs(NamedTuple):
+    """What a stored analysis looked at, decoded first: a stale entry costs no graph build."""
+
     read: tuple[tuple[str, str], ...]
     probes: tuple[tuple[str, str], ...]
     namespaces: tuple[tuple[str, bool], ...]
     extensions: tuple[tuple[str, bool], ...]
-    roots: tuple[str, ...]
-    environment: str
-    nodes: tuple[tuple, ...]
-    edges: tuple[tuple[str, str, str, str], ...]
-    diagnostics: tuple[tuple[str, int, str, bool], ...]
-    digests: tuple[tuple[str, str], ...]
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,7 +105,7 @@ def _digest(data: bytes) -> str:
 def request_key(paths: Sequence[str], roots: Sequence[str], files: Iterable[tuple[str, bytes | None]]) -> str:
     """Key of a request: what was asked and the bytes of the requested files."""
     h = blake3(_code_salt())
-    h.update(str(parse.MAX_FILE_BYTES).encode() + b"\0")  # decides which files are skipped
+    h.update(str(parse.max_file_bytes()).encode() + b"\0")  # decides which files are skipped
     h.update(",".join(sorted(assumed_installed())).encode() + b"\0")  # decides which imports are libraries
     for part in (*paths, "\0", *roots, "\0"):
         h.update(part.encode("utf-8", "surrogateescape") + b"\0")
@@ -119,56 +117,153 @@ def request_key(paths: Sequence[str], roots: Sequence[str], files: Iterable[tupl
 
 
 class ResultCache:
-    """Whole analyses on disk, validated input by input on every hit."""
+    """Whole analyses on disk, validated input by input on every hit.
+
+    An entry is a JSON array: a string table, then flat arrays of indexes into it (see
+    :func:`_encode`): node ids repeat in thousands of edges, so the table keeps entries
+    small and fast to decode, and every index is checked while the records are rebuilt."""
 
     def __init__(self, store: SummaryCache) -> None:
         self.store = store
 
     def load(self, key: str, project: Project) -> tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]] | None:
         """The stored analysis for ``key`` if every input it read is unchanged, else None."""
-        raw = self.store.get_object("r" + key, "marshal")
+        raw = self.store.read(_KIND_TAG, "r" + key)
         if raw is None:
             return None
         try:
-            return self._revive(_Entry(*raw), project)  # type: ignore[misc]
-        except Exception as exc:  # a corrupted or foreign entry is a miss, never an error
+            table, rows = _table(raw)
+            if not _still_valid(_inputs(table, rows), project):
+                return None
+            return _revive(table, rows)
+        except Exception as exc:  # a foreign or corrupted entry (Invalid, IndexError...) is a miss, never an error
             log.debug("ignoring unusable result-cache entry %s: %s", key, exc)
             return None
 
-    def _revive(
-        self, entry: _Entry, project: Project
-    ) -> tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]] | None:
-        if not _still_valid(entry, project):
-            return None
-        nodes = {n[0]: _node(n) for n in entry.nodes}
-        edges = tuple(Edge(s, d, _EDGE_KINDS[k], label) for s, d, k, label in entry.edges)
-        graph = DepGraph(entry.roots, nodes, edges)
-        if entry.environment != _environment() and any(
-            n.kind is NodeKind.EXTERNAL and _origin.external_detail(n.id[9:].partition(".")[0]) != n.detail
-            for n in graph.nodes.values()
-        ):
-            return None  # a library was upgraded: its leaves' digests changed
-        return graph, tuple(Diagnostic(*d) for d in entry.diagnostics), MappingProxyType(dict(entry.digests))
-
     def save(self, key: str, project: Project, read: Iterable[tuple[str, str]], analysis: Analysis) -> None:
-        graph, diagnostics = analysis.graph, analysis.diagnostics
-        probes = tuple((name, found.path if found else "") for name, found in sorted(project.probed().items()))
-        entry = _Entry(
-            read=tuple(sorted(read)),
-            probes=probes,
-            namespaces=tuple(sorted(project.namespace_probes().items())),
-            extensions=tuple(sorted(project.extension_probes().items())),
-            roots=graph.roots,
-            environment=_environment(),
-            nodes=tuple(_node_tuple(n) for n in graph.nodes.values()),
-            edges=tuple((e.src, e.dst, _KIND[e.kind], e.label) for e in graph.edges),
-            diagnostics=tuple((d.path, d.line, d.message, d.note) for d in diagnostics),
-            digests=tuple(analysis.digests.items()),
+        self.store.write(_KIND_TAG, "r" + key, _encode(project, read, analysis))
+
+
+_KIND_TAG = "result-" + _VERSION.decode()
+# Entry layout: [strings, read, probes, namespaces, extensions, roots, environment, nodes,
+# edges, diagnostics, digests]; every array but ``strings`` is flat, of these strides.
+_STRIDES = (2, 2, 2, 2, 1, 1, 7, 4, 4, 2)
+
+
+def _encode(project: Project, read: Iterable[tuple[str, str]], analysis: Analysis) -> list:
+    strings: dict[str, int] = {}
+
+    def ref(text: str) -> int:
+        found = strings.get(text)
+        if found is None:
+            found = strings[text] = len(strings)
+        return found
+
+    def flat(rows: Iterable[Iterable[str | int]]) -> list[int]:
+        return [value if type(value) is int else ref(value) for row in rows for value in row]  # type: ignore[arg-type]
+
+    graph = analysis.graph
+    probes = ((name, found.path if found else "") for name, found in sorted(project.probed().items()))
+    nodes = (
+        (n.id, _KIND[n.kind], n.digest, *((n.location.path, n.location.line) if n.location else (-1, 0)))
+        + (n.detail, "\0".join(sorted(n.tags)))
+        for n in graph.nodes.values()
+    )
+    rows = [
+        flat(sorted(read)),
+        flat(probes),
+        flat((name, int(was)) for name, was in sorted(project.namespace_probes().items())),
+        flat((name, int(was)) for name, was in sorted(project.extension_probes().items())),
+        flat((r,) for r in graph.roots),
+        [ref(_environment())],
+        flat(nodes),
+        flat((e.src, e.dst, _KIND[e.kind], e.label) for e in graph.edges),
+        flat((d.path, d.line, d.message, int(d.note)) for d in analysis.diagnostics),
+        flat(analysis.digests.items()),
+    ]
+    return [list(strings), *rows]
+
+
+def _table(raw: object) -> tuple[list[str], list[list]]:
+    """The string table and the flat arrays, checked for types and lengths."""
+    if type(raw) is not list or len(raw) != 1 + len(_STRIDES) or type(raw[0]) is not list:
+        raise Invalid("not a result entry")
+    table: list[str] = raw[0]
+    "".join(table)  # TypeError unless every entry is a string
+    for row, stride in zip(raw[1:], _STRIDES, strict=True):
+        if type(row) is not list or len(row) % stride:
+            raise Invalid("malformed result entry")
+        if row and min(row) < -1:  # ints only (a str raises TypeError); -1 is "no location"
+            raise Invalid("negative index")
+    return table, raw[1:]
+
+
+def _pairs(table: list[str], row: list) -> tuple[tuple[str, str], ...]:
+    it = iter(row)
+    return tuple((table[a], table[b]) for a, b in zip(it, it))
+
+
+def _flags(table: list[str], row: list) -> tuple[tuple[str, bool], ...]:
+    it = iter(row)
+    return tuple((table[a], _bit(b)) for a, b in zip(it, it))
+
+
+def _bit(value: object) -> bool:
+    if value != 0 and value != 1 or type(value) is not int:
+        raise Invalid("expected 0 or 1")
+    return value == 1
+
+
+def _inputs(table: list[str], rows: list[list]) -> _Inputs:
+    return _Inputs(_pairs(table, rows[0]), _pairs(table, rows[1]), _flags(table, rows[2]), _flags(table, rows[3]))
+
+
+def _revive(table: list[str], rows: list[list]) -> tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]] | None:
+    """The graph, diagnostics and digests of an entry whose inputs re-checked equal."""
+    roots = tuple(table[i] for i in rows[4])
+    environment = table[rows[5][0]] if rows[5] else ""
+    nodes = _nodes(table, rows[6])
+    it = iter(rows[7])
+    edges = tuple(
+        Edge(table[s], table[d], _EDGE_KINDS[table[k]], table[label]) for s, d, k, label in zip(it, it, it, it)
+    )
+    graph = DepGraph(roots, nodes, edges)
+    if environment != _environment() and any(
+        n.kind is NodeKind.EXTERNAL and _origin.external_detail(n.id[9:].partition(".")[0]) != n.detail
+        for n in graph.nodes.values()
+    ):
+        return None  # a library was upgraded: its leaves' digests changed
+    it = iter(rows[8])
+    diagnostics = tuple(
+        Diagnostic(table[p], _int(line), table[m], _bit(note)) for p, line, m, note in zip(it, it, it, it)
+    )
+    return graph, diagnostics, MappingProxyType(dict(_pairs(table, rows[9])))
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise Invalid("expected an int")
+    return value
+
+
+def _nodes(table: list[str], row: list) -> dict[str, Node]:
+    nodes: dict[str, Node] = {}
+    it = iter(row)
+    for nid, kind, digest, path, line, detail, tags in zip(it, it, it, it, it, it, it):
+        location = Location(table[path], _int(line)) if path != -1 else None
+        tag_text = table[tags]
+        nodes[table[nid]] = Node(
+            table[nid],
+            _NODE_KINDS[table[kind]],
+            table[digest],
+            location,
+            table[detail],
+            frozenset(tag_text.split("\0")) if tag_text else frozenset(),
         )
-        self.store.put_object("r" + key, tuple(entry), "marshal")
+    return nodes
 
 
-def _still_valid(entry: _Entry, project: Project) -> bool:
+def _still_valid(entry: _Inputs, project: Project) -> bool:
     for path, digest in entry.read:
         try:
             if _digest(project.tree.read(path)) != digest:
@@ -182,14 +277,3 @@ def _still_valid(entry: _Entry, project: Project) -> bool:
     if any(project.is_namespace(name) != was for name, was in entry.namespaces):
         return False
     return all(project.is_extension(name) == was for name, was in entry.extensions)
-
-
-def _node_tuple(node: Node) -> tuple:
-    where = (node.location.path, node.location.line) if node.location else None
-    return (node.id, _KIND[node.kind], node.digest, where, node.detail, tuple(sorted(node.tags)))
-
-
-def _node(row: tuple) -> Node:
-    nid, kind, digest, where, detail, tags = row
-    location = Location(*where) if where else None
-    return Node(nid, _NODE_KINDS[kind], digest, location, detail, frozenset(tags))

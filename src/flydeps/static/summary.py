@@ -1,18 +1,21 @@
 """The per-file summary: everything the resolver needs from one source file.
 
 Contract: plain immutable records (``NamedTuple``s of strings, ints and tuples) produced by
-:mod:`flydeps.static.extract` and stored by :mod:`flydeps.static.parse` in the parse cache.
+:mod:`flydeps.static.extract` and stored by :mod:`flydeps.static.parse` in the parse cache
+as JSON, in the form :data:`SUMMARY_SHAPE` declares (read back field by field, validated).
 A summary depends only on the file's bytes and the Python version: never on its path, its
 module name or any other file, so identical files share one cache entry. Relative imports
 are therefore kept as written (``level`` + ``module``) and resolved later.
 
-NamedTuples rather than dataclasses because the warm path unpickles thousands of them and
-tuples load several times faster; they are just as immutable.
+NamedTuples rather than dataclasses because a run after an edit rebuilds thousands of them
+from the cache and tuples build several times faster; they are just as immutable.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .store import Bool, Fixed, Int, Optional, Record, Seq, Str, Union
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -27,11 +30,12 @@ __all__ = [
     "ParamBinding",
     "Problem",
     "Ref",
+    "SUMMARY_SHAPE",
     "ValueBinding",
 ]
 
 # Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
-SUMMARY_VERSION = 8
+SUMMARY_VERSION = 9
 
 
 class ImportBinding(NamedTuple):
@@ -174,3 +178,41 @@ class FileSummary(NamedTuple):
     patches: tuple[tuple[str, str, ValueBinding], ...] = ()
     # Top-level modules imported inside ``try`` blocks that handle ImportError: optional.
     optional_imports: tuple[str, ...] = ()
+
+
+def _shape() -> Record:
+    """How a :class:`FileSummary` is stored in the parse cache (validated on every read)."""
+    value = Record(ValueBinding, Int, Str, Bool, Str, Seq(Fixed(Str, Str)))
+    imported = Record(ImportBinding, Int, Str, Str, Int, Str)
+    binding = Union(
+        {
+            "import": imported,
+            "def": Record(DefBinding, Int, Str),
+            "class": Record(ClassBinding, Int, Str),
+            "value": value,
+            "param": Record(ParamBinding, Int, Str),
+            "local": Record(LocalBinding, Int, Str),
+        }
+    )
+    scope = Seq(Fixed(Str, binding))
+    code = Record(
+        CodeInfo,
+        *(Str, Str, Str, Int, Str),  # qualname, parent, kind, line, digest
+        Seq(Fixed(Str, Str, Seq(Str))),  # refs
+        *(Seq(Str), Seq(Str)),  # nested, decorators
+        Seq(Fixed(Str, Str, Str)),  # defaults
+        *(Str, scope, scope, Str),  # self_name, scope, decorator_scope, annotations
+        Seq(Fixed(Int, value)),  # decorator_args
+    )
+    klass = Record(ClassInfo, Str, Int, Seq(Str), Seq(Str), scope, Str, scope, Str)
+    return Record(
+        FileSummary,
+        *(Str, Int, scope, Optional(Seq(Str)), Seq(imported), Seq(imported)),
+        *(Seq(klass), Seq(code), Seq(Record(Problem, Int, Str))),
+        *(scope, Seq(Fixed(Str, Str, value)), Seq(Str)),  # fallbacks, patches, optional_imports
+    )
+
+
+#: The stored form of a :class:`FileSummary`: ``SUMMARY_SHAPE.encode(summary)`` is JSON-able,
+#: ``SUMMARY_SHAPE.decode(json)`` validates every field and rebuilds the records.
+SUMMARY_SHAPE = _shape()

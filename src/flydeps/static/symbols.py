@@ -16,12 +16,12 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .. import settings
 from .project import ModuleFile, Project, resolve_relative
 from .summary import (
     Binding,
@@ -124,8 +124,7 @@ def installed(top: str) -> bool:
 
 
 def assumed_installed() -> frozenset[str]:
-    raw = os.environ.get(ASSUME_INSTALLED, "")
-    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+    return frozenset(settings.names(ASSUME_INSTALLED))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,0 +1,279 @@
+"""Every ``FLYDEPS_*`` environment variable: one table, one parser, one error type.
+
+Contract
+--------
+:data:`SETTINGS` lists each variable flydeps and flydsl_runtime read (name, kind, default,
+accepted values, one-line meaning, when it is read); the "Configuration" section of
+``docs/guarantees.md`` is checked against it by ``tests/core/test_settings.py``, and no
+module reads a ``FLYDEPS_*`` variable that is not in it.
+
+The readers take the variable's name and default and return a parsed value:
+
+* :func:`flag`: ``1/0/true/false/yes/no/on/off`` (case-insensitive, surrounding whitespace
+  ignored); unset or empty gives the default.
+* :func:`integer`: a decimal integer ``>= minimum`` (no silent clamping).
+* :func:`choice`: one of a fixed set of words (case-insensitive).
+* :func:`names`: a comma-separated list (``;`` accepted too), blanks dropped; optionally
+  restricted to a set of accepted words.
+* :func:`text`: a free string (a path), ``None`` when unset or empty.
+
+:func:`read` parses one variable as the table documents it; :func:`validate` parses them
+all (the CLI calls it first, so any bad value exits 2 with one line, ``--help`` included).
+
+Anything else raises :class:`SettingError`, a ``ValueError`` whose one-line message names
+the variable, the bad value and the accepted values (the ``flydeps`` CLI prints it and exits
+2). Readers consult ``os.environ`` on every call and cache nothing: callers decide when to
+read (at import for settings that shape import-time state, lazily otherwise). A read made
+while a build is being recorded is not attributed to the build (:func:`flydeps._environ.paused`):
+flydeps' own configuration is not an input of the user's code. This module imports nothing
+outside the standard library, :mod:`flydeps._environ` and :mod:`flydeps.errors`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import FlydepsError
+
+__all__ = ["SETTINGS", "Setting", "SettingError", "choice", "flag", "integer", "names", "read", "text", "validate"]
+
+Kind = Literal["flag", "integer", "choice", "names", "text"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_FLAG_WORDS = "1/0/true/false/yes/no/on/off"
+
+
+class SettingError(FlydepsError, ValueError):
+    """A ``FLYDEPS_*`` environment variable holds a value flydeps cannot use.
+
+    ``variable`` and ``value`` name it; the message says which values are accepted."""
+
+    def __init__(self, variable: str, value: str, expected: str) -> None:
+        self.variable, self.value, self.expected = variable, value, expected
+        super().__init__(f"{variable}={value!r} {expected}")
+
+    def __reduce__(self) -> tuple[type[SettingError], tuple[str, str, str]]:
+        return type(self), (self.variable, self.value, self.expected)  # crosses process pools intact
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One documented variable: ``kind`` picks its reader, ``default`` is what unset means
+    (as documented, a string), ``values`` the accepted words (choice/names) and ``read``
+    when flydeps looks at it."""
+
+    name: str
+    kind: Kind
+    default: str
+    meaning: str
+    values: tuple[str, ...] = ()
+    read: str = "when used"
+
+
+#: Every variable flydeps and flydsl_runtime read, in documentation order.
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting(
+            "FLYDEPS_SNAPSHOT_LIMIT",
+            "integer",
+            "256",
+            "containers with more elements are digested by type, size and identity, not content",
+            read="at import",
+        ),
+        Setting(
+            "FLYDEPS_USER_PACKAGES",
+            "names",
+            "",
+            "installed top-level packages whose code is the user's own (walked, not library leaves)",
+            read="at import",
+        ),
+        Setting(
+            "FLYDEPS_AUDIT_HOOK",
+            "flag",
+            "on",
+            "off: never install the audit hook (3.10/3.11 guards then re-read function attributes)",
+            read="at import",
+        ),
+        Setting(
+            "FLYDEPS_WATCH",
+            "choice",
+            "auto",
+            "watcher backend: auto, ext (C extension), ctypes, off (identity checks only)",
+            values=("auto", "ext", "ctypes", "off"),
+            read="at import",
+        ),
+        Setting(
+            "FLYDEPS_FASTCACHE",
+            "flag",
+            "on",
+            "off: cached_factory uses the pure-Python hit path instead of the C one",
+            read="when a factory is decorated",
+        ),
+        Setting(
+            "FLYDEPS_LOG",
+            "names",
+            "",
+            "recompiles (alias rebuilds): log flydsl_runtime recompile and cached_factory rebuild reasons to stderr",
+            values=("recompiles", "rebuilds"),
+            read="on each rebuild or recompile",
+        ),
+        Setting(
+            "FLYDEPS_VERIFY",
+            "flag",
+            "off",
+            "on: flydsl_runtime re-traces every cache hit and compares FlyDSL's IR key",
+            read="on every hit, when set",
+        ),
+        Setting(
+            "FLYDEPS_CACHE_DIR",
+            "text",
+            "",
+            "directory of the CLI's parse and result cache (default: the user cache directory)",
+            read="by the CLI",
+        ),
+        Setting(
+            "FLYDEPS_MAX_FILE_BYTES",
+            "integer",
+            str(32 * 1024 * 1024),
+            "the CLI reports and skips Python files larger than this many bytes",
+            read="by the CLI",
+        ),
+        Setting(
+            "FLYDEPS_ASSUME_INSTALLED",
+            "names",
+            "",
+            "top-level modules the CLI treats as installed libraries (analysing without FlyDSL)",
+            read="by the CLI",
+        ),
+        Setting(
+            "FLYDEPS_STRICT_AST",
+            "flag",
+            "off",
+            "on: unknown statement types raise in the static extractor (for tests)",
+            read="by the CLI",
+        ),
+    )
+}
+
+
+def _raw(name: str) -> str:
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not a documented flydeps setting; add it to flydeps.settings.SETTINGS")
+    # Imported here: _environ imports _watch, which reads FLYDEPS_WATCH through this module
+    # (``paused`` is defined before that happens).
+    from ._environ import paused
+
+    with paused():  # flydeps' own configuration is never an input of the user's build
+        return os.environ.get(name, "").strip()
+
+
+def flag(name: str, default: bool) -> bool:
+    """``name`` as a boolean: 1/true/yes/on or 0/false/no/off; unset or empty -> ``default``."""
+    raw = _raw(name)
+    if not raw:
+        return default
+    word = raw.lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise SettingError(name, raw, f"is not a switch: set one of {_FLAG_WORDS}")
+
+
+def integer(name: str, default: int, *, minimum: int = 1) -> int:
+    """``name`` as a decimal integer ``>= minimum``; unset or empty -> ``default``."""
+    raw = _raw(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        what, unit = ("a size", "bytes") if name.endswith("_BYTES") else ("a count", "elements")
+        bound = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise SettingError(name, raw, f"is not {what}: set {bound} number of {unit} such as {default}")
+    return value
+
+
+def choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """``name`` as one of ``choices`` (case-insensitive); unset or empty -> ``default``."""
+    raw = _raw(name)
+    if not raw:
+        return default
+    word = raw.lower()
+    if word not in choices:
+        raise SettingError(name, raw, f"is not a known value: set one of {'|'.join(choices)}")
+    return word
+
+
+def names(name: str, *, choices: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """``name`` as a comma-separated list (``;`` too; blanks dropped, order kept). Without
+    ``choices`` each item must be a module name (an identifier); with ``choices`` each item,
+    lower-cased, must be one of them."""
+    raw = _raw(name)
+    items = tuple(p.strip() for p in raw.replace(";", ",").split(",") if p.strip())
+    if choices is not None:
+        items = tuple(p.lower() for p in items)
+        bad = [p for p in items if p not in choices]
+        expected = f"a comma-separated list of {'|'.join(choices)}"
+    else:
+        bad = [p for p in items if not p.isidentifier()]
+        expected = "a comma-separated list of top-level package names such as flydsl,torch"
+    if bad:
+        raise SettingError(name, raw, f"names {bad[0]!r}: set {expected}")
+    return items
+
+
+def text(name: str) -> str | None:
+    """``name`` as a free string (surrounding whitespace dropped); ``None`` when unset or empty."""
+    return _raw(name) or None
+
+
+def read(name: str) -> object:
+    """``name`` parsed as :data:`SETTINGS` documents it (kind, default, accepted values)."""
+    s = SETTINGS[name]
+    if s.kind == "flag":
+        return flag(name, s.default in _TRUE)
+    if s.kind == "integer":
+        return integer(name, int(s.default))
+    if s.kind == "choice":
+        return choice(name, s.default, s.values)
+    if s.kind == "names":
+        return names(name, choices=s.values or None)
+    return text(name)
+
+
+def validate() -> None:
+    """Parse every variable in :data:`SETTINGS`; raise the first :class:`SettingError`.
+
+    The CLI calls it first, so a bad value is reported the same way (exit 2, one line)
+    whether flydeps reads that variable at import, lazily, or not at all in that command."""
+    for name in SETTINGS:
+        read(name)
+
+
+def _accepted(s: Setting) -> str:
+    if s.kind == "flag":
+        return _FLAG_WORDS
+    if s.kind == "integer":
+        return "integer >= 1"
+    if s.kind == "choice":
+        return "\\|".join(s.values)
+    if s.kind == "names":
+        return "comma-separated " + ("\\|".join(s.values) if s.values else "package names")
+    return "path"
+
+
+def docs_table() -> str:
+    """The Markdown table of :data:`SETTINGS` kept in docs/guarantees.md ("Configuration");
+    ``tests/core/test_settings.py`` checks the docs hold exactly this text."""
+    rows = ["| variable | values | default | read | meaning |", "|---|---|---|---|---|"]
+    for s in SETTINGS.values():
+        default = f"`{s.default}`" if s.default else "unset"
+        rows.append(f"| `{s.name}` | {_accepted(s)} | {default} | {s.read} | {s.meaning} |")
+    return "\n".join(rows) + "\n"
