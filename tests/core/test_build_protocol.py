@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def path(request, monkeypatch) -> str:
     return request.param
 
 
-def _during_build(make: Callable[..., object], change: Callable[[], None], *args: object) -> object:
+def _during_build(make: Callable[..., object], change: Callable[[], None], *args: object) -> Any:
     """Call ``make(*args, started, proceed)``; run ``change`` in another thread while it builds."""
     started, proceed = threading.Event(), threading.Event()
 
@@ -217,7 +218,7 @@ def _wait_until_blocked(threads: list[threading.Thread]) -> None:
         frames = sys._current_frames()
         blocked = 0
         for t in threads:
-            names, frame = [], frames.get(t.ident)
+            names, frame = [], frames.get(t.ident)  # type: ignore[arg-type]  # None (unstarted) finds no frame
             while frame is not None:
                 names.append(frame.f_code.co_name)
                 frame = frame.f_back

@@ -97,8 +97,8 @@ def test_refs_follow_attribute_chains_and_comprehensions() -> None:
     assert ("global", "helper", ()) in refs
     assert ("global", "range", ()) in refs
     src = "def g(xs):\n    return [helper(x) for x in xs]\n"
-    refs = {(r.scope, r.name) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
-    assert ("global", "helper") in refs
+    pairs = {(r.scope, r.name) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
+    assert ("global", "helper") in pairs
 
 
 def test_refs_record_imports_inside_functions() -> None:

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType, SimpleNamespace
+from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -214,7 +215,7 @@ def behaviour(source: str) -> list:
 
         return record
 
-    namespace = {"g": recorder("g"), "h": recorder("h"), "o": SimpleNamespace(x=3, y="q")}
+    namespace: dict[str, Any] = {"g": recorder("g"), "h": recorder("h"), "o": SimpleNamespace(x=3, y="q")}
     exec(_compile(source), namespace)
     for v, w, a, b in INPUTS:
         try:

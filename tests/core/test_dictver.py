@@ -66,7 +66,7 @@ def tags_max():
 
 @pytest.mark.parametrize("op", sorted(MODIFICATIONS))
 def test_every_modification_moves_the_max(tags_max, op: str) -> None:
-    dicts = ({"a": 1, "x": 2}, {"y": 3}, {})
+    dicts: tuple[dict[str, int], ...] = ({"a": 1, "x": 2}, {"y": 3}, {})
     before = tags_max(dicts)
     for d in dicts:
         MODIFICATIONS[op](d)
@@ -88,7 +88,7 @@ def test_module_and_class_namespaces(tags_max) -> None:
     setattr(mod, "X", 5)
     assert tags_max(ns) > t0
     t0 = tags_max(ns)
-    _Holder.attr = object()
+    _Holder.attr = object()  # type: ignore[assignment]  # a class-dict write of another type
     assert tags_max(ns) > t0
 
 
@@ -116,7 +116,7 @@ def test_unrelated_dicts_do_not_move_it(tags_max) -> None:
     mine, other = {"k": 1}, {"k": 1}
     t0 = tags_max((mine,))
     for i in range(100):
-        other[i] = i
+        other[i] = i  # type: ignore[index]  # new int keys, deliberately
     assert tags_max((mine,)) == t0
 
 
@@ -137,7 +137,7 @@ _OPS = st.lists(
 def test_max_moves_exactly_when_identities_change(ops) -> None:
     if not _watch.TAGS:
         pytest.skip("flydeps._dictver not built")
-    dicts = ({0: "a"}, {1: "b"}, {2: "c"})
+    dicts: tuple[dict[int, object], ...] = ({0: "a"}, {1: "b"}, {2: "c"})
     for index, op, key in ops:
         d = dicts[index]
         before_ids = [_identity(x) for x in dicts]

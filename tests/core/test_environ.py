@@ -97,11 +97,11 @@ def test_nested_recordings_and_restore_on_error() -> None:
 
 
 def test_writes_during_a_recording_land_in_the_one_storage() -> None:
-    cached_data = os.environ._data  # code that cached the storage (FlyDSL's fast reads do)
+    cached_data = os.environ._data  # type: ignore[attr-defined]  # code that cached the storage (FlyDSL's fast reads do)
     with recording():
         os.environ["FDT_NEW"] = "7"
     try:
-        assert cached_data is os.environ._data
+        assert cached_data is os.environ._data  # type: ignore[attr-defined]  # private storage
         assert os.environ.get("FDT_NEW") == "7" and cached_data[os.fsencode("FDT_NEW")] == b"7"
     finally:
         del os.environ["FDT_NEW"]

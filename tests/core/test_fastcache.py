@@ -87,7 +87,8 @@ def test_random_sequences_match_lru_cache(maxsize: int | None, typed: bool, call
         ref = functools.lru_cache(maxsize=maxsize, typed=typed)(_pure)
         for op, arg in calls:
             if op == "clear":
-                ours.cache_clear(), ref.cache_clear()
+                ours.cache_clear()
+                ref.cache_clear()
                 continue
             call: Callable[[Callable[..., Any]], Any] = {
                 "pos": lambda f: f(arg),
@@ -154,19 +155,21 @@ def test_methods_bind_like_lru_cache(path: str) -> None:
             return (self, n)
 
     K.build = _decorated(path, K.build)  # type: ignore[method-assign]
+    build: Any = K.build  # the cached wrapper (cache_info, __wrapped__)
     a, b = K(), K()
     assert a.build(2) is a.build(2)
     assert b.build(2)[0] is b
-    assert K.build.cache_info().hits == 1 and K.build.cache_info().misses == 2
+    assert build.cache_info().hits == 1 and build.cache_info().misses == 2
     assert K.__dict__["build"].__get__(None, K) is K.__dict__["build"]
     assert K.build(a, 2) is a.build(2)
-    assert a.build.__self__ is a and a.build.__wrapped__ is K.build.__wrapped__
+    bound: Any = a.build
+    assert bound.__self__ is a and bound.__wrapped__ is build.__wrapped__
 
 
 @pytest.mark.parametrize("typed", [False, True])
 def test_unhashable_arguments_same_error(path: str, typed: bool) -> None:
     ours = _decorated(path, lambda x, y=0: x, typed=typed)
-    ref = functools.lru_cache(typed=typed)(lambda x, y=0: x)
+    ref: Any = functools.lru_cache(typed=typed)(lambda x, y=0: x)  # called with unhashable args on purpose
     for args, kwargs in [(([1],), {}), (({},), {}), ((1,), {"y": [2]})]:
         with pytest.raises(TypeError) as ours_err:
             ours(*args, **kwargs)
@@ -424,7 +427,7 @@ def test_monkeypatched_helper_rebuilds(path: str, kmod: Any, pkg: Any) -> None:
     if path == "c" and FAST_ON:
         assert f._link_state(1) == (True, True), "warm entry answers from the counters"
     helpers = sys.modules[f"{pkg.name}.helpers"]
-    helpers.helper = lambda x: x * 100
+    helpers.helper = lambda x: x * 100  # type: ignore[attr-defined]  # monkeypatching the module
     k2 = f(1)
     assert k2 is not k and k2(1) == 101
     assert f(1) is k2
@@ -457,7 +460,7 @@ def test_unrelated_watched_writes_only_cost_a_check(kmod: Any, pkg: Any, monkeyp
     k = f(1)
     f(1)
     assert f._link_state(1) == (True, True)
-    sys.modules[f"{pkg.name}.helpers"].UNRELATED = 1  # bumps the watch counter
+    sys.modules[f"{pkg.name}.helpers"].UNRELATED = 1  # type: ignore[attr-defined]  # bumps the watch counter
     assert f(1) is k  # full check() passed: still the same build
     assert f._link_state(1) == (True, True)
     assert f.cache_info().misses == 1

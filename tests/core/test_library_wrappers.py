@@ -105,11 +105,11 @@ def _defaults(helpers: types.ModuleType) -> None:
 
 
 def _callee(helpers: types.ModuleType) -> None:
-    helpers.inner = lambda x: x + 100
+    helpers.inner = lambda x: x + 100  # type: ignore[attr-defined]  # monkeypatching the module
 
 
 def _global(helpers: types.ModuleType) -> None:
-    helpers.SCALE = 20
+    helpers.SCALE = 20  # type: ignore[attr-defined]  # monkeypatching the module
 
 
 def _rewrap(helpers: types.ModuleType) -> None:  # the wrapper now calls another function

@@ -125,7 +125,7 @@ def observe(v: object) -> object:
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
     if dataclasses.is_dataclass(v):
-        return (type(v).__name__, dataclasses.astuple(v))
+        return (type(v).__name__, dataclasses.astuple(v))  # type: ignore[arg-type]  # values are instances
     if isinstance(v, types.SimpleNamespace):
         return list(vars(v).items())
     if isinstance(v, (fractions.Fraction, decimal.Decimal)):

@@ -20,6 +20,7 @@ import math
 import os
 import types
 from collections.abc import Iterator
+from typing import cast
 
 from live import python_function, resolve
 from model import Mutation
@@ -34,7 +35,8 @@ def value_of(spec: tuple, current: object = None) -> object:
     if kind == "value":
         return float("nan") if isinstance(spec[1], float) and math.isnan(spec[1]) else spec[1]
     if kind == "equal":  # an equal value that is a different object
-        return type(current)(list(current)) if isinstance(current, tuple) else type(current)(str(current))
+        # the value's own (tuple or str-constructible) type rebuilds an equal copy
+        return type(current)(list(current)) if isinstance(current, tuple) else type(current)(str(current))  # type: ignore[call-arg]
     if kind == "bump":
         return current + 1 if isinstance(current, (int, float)) else current
     if kind == "nan":
@@ -105,7 +107,7 @@ def variant(fn: types.FunctionType, edit: object, pkg: object) -> dict:
     global _variants
     source, first_line = pkg.definition_source(fn)  # type: ignore[attr-defined]
     if edit is not None:
-        start, end, old, new = edit
+        start, end, old, new = cast(tuple[int, int, str, str], edit)
         if source[start:end] != old:
             raise AssertionError(f"variant edit {old!r} not found at {start} in {fn.__qualname__}")
         source = source[:start] + new + source[end:]
@@ -187,6 +189,7 @@ def applied(m: Mutation, pkg: object) -> Iterator[dict]:
         pkg.call_other(p[0], p[1])  # type: ignore[attr-defined]
         yield {}
     else:
+        assert module is not None, f"{m.op} mutations name a module"
         with _live(m, module, p, pkg):
             yield {}
 

@@ -96,7 +96,8 @@ def _is_callable_code(obj: object) -> bool:
 
 class _Walk:
     def __init__(self, module: types.ModuleType, short: str) -> None:
-        self.module, self.short, self.out = module, short, []
+        self.module, self.short = module, short
+        self.out: list[tuple] = []
         self.seen: set[int] = set()
 
     def emit(self, kind: str, op: str, where: str, detail: str, payload: tuple) -> None:

@@ -23,6 +23,7 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import cast
 
 from live import live_mutations, python_function, resolve
 from model import Mutation, mutation_to_json
@@ -46,7 +47,7 @@ def env_reads(text: str) -> list[tuple[str, str]]:
             func = ast.unparse(node.func)
             if func in ("os.environ.get", "os.getenv"):
                 default = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else ""
-                found.append((node.args[0].value, str(default)))
+                found.append((cast(str, node.args[0].value), str(default)))
     return found
 
 
@@ -147,7 +148,8 @@ def build_plan(pkg: object) -> list[Mutation]:
     texts = {short: pkg.path(short).read_text() for short in shorts}  # type: ignore[attr-defined]
     names = pkg.names()  # type: ignore[attr-defined]
     live = {
-        short: [m for m in live_mutations(pkg.module(short), short) if _editable(pkg, short, m)] for short in shorts
+        short: [m for m in live_mutations(pkg.module(short), short) if _editable(pkg, short, m)]  # type: ignore[attr-defined]
+        for short in shorts
     }
     plan: list[Mutation] = []
     for subject in SUBJECTS:

@@ -55,7 +55,8 @@ class _Text:
         return self.starts[line - 1] + col
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+        # Only positioned nodes (expressions, statements, keywords) are passed here.
+        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
 
     def line_start(self, line: int) -> int:
         return self.starts[line - 1]
@@ -154,7 +155,7 @@ class _Collector:
             self.keyword_swap(node, qual)
 
     def operator(
-        self, kind: str, node: ast.AST, ops: tuple[str, str], left: ast.AST, right: ast.AST, qual: str
+        self, kind: str, node: ast.expr, ops: tuple[str, str], left: ast.AST, right: ast.AST, qual: str
     ) -> None:
         lo, hi = self.t.span(left)[1], self.t.span(right)[0]
         gap = self.t.text[lo:hi]
@@ -168,7 +169,7 @@ class _Collector:
         start, end = self.t.offset(first.lineno, first.col_offset), self.t.offset(second.lineno, second.col_offset)
         end += len(second.arg)  # type: ignore[arg-type]
         old = self.t.text[start:end]
-        new = second.arg + old[len(first.arg) : len(old) - len(second.arg)] + first.arg  # type: ignore[operator]
+        new = second.arg + old[len(first.arg) : len(old) - len(second.arg)] + first.arg  # type: ignore[operator, arg-type]
         self.add("keyword names", call.lineno, f"{qual}: {first.arg}=.., {second.arg}=.. swapped", start, end, new)
 
     def decorator(self, deco: ast.expr, qual: str) -> None:

@@ -36,8 +36,9 @@ import time
 import traceback
 import types
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -153,7 +154,7 @@ class PackageCopy:
         other = BY_NAME[subject_name]
         callable_, _, _ = self.resolve_subject(other)
         args, kwargs = call_args(other, {other.width_param: width} if other.width_param else {})
-        callable_(*args, **kwargs)
+        cast(Callable[..., object], callable_)(*args, **kwargs)
 
 
 def truth_key(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) -> str:
@@ -192,12 +193,12 @@ def lines_run(root: Path) -> Iterator[set[tuple[str, int]]]:
     """``(file, line)`` of every line of the package copy that runs inside the block."""
     prefix, seen = str(root), set()
 
-    def local(frame: types.FrameType, event: str, arg: object) -> object:
+    def local(frame: types.FrameType, event: str, arg: object) -> Any:
         if event == "line":
             seen.add((frame.f_code.co_filename, frame.f_lineno))
         return local
 
-    def calls(frame: types.FrameType, event: str, arg: object) -> object:
+    def calls(frame: types.FrameType, event: str, arg: object) -> Any:
         return local if frame.f_code.co_filename.startswith(prefix) else None
 
     sys.settrace(calls)

@@ -168,6 +168,7 @@ def test_unknown_argument_type_names_parameter_type_and_fix() -> None:
         signer((Opaque(), 1, 1, None, 1.0))
     err = info.value
     assert isinstance(err, TypeError)
+    assert isinstance(err, ArgumentSignatureError)  # narrows for the typed fields below
     assert (err.launcher, err.param, err.value_type) == ("launch", "a", Opaque)
     assert "JitArgumentRegistry.register" in str(err) and "'a'" in str(err)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -187,7 +188,7 @@ def test_drift_policy_rebuild_and_warn(fdk, traces, caplog) -> None:
     assert "SCALE" in caplog.text
 
 
-def _launch_base_and_sub(classy) -> tuple[object, object, tuple[torch.Tensor, ...]]:
+def _launch_base_and_sub(classy) -> tuple[Any, Any, tuple[torch.Tensor, ...]]:
     """One call of the class-bound launcher through a Base and a Sub instance."""
     tensors = _tensors(n=64)
     base, sub = classy.Base(), classy.Sub()

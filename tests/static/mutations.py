@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 SEMANTIC = (
     "constant",
@@ -185,7 +186,7 @@ def _candidates(node: ast.AST, ctx: _Context, src: _Source) -> Iterator[tuple[st
     if isinstance(node, ast.Constant):
         yield from _constant(node, ctx, src)
     elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        new = ast.BinOp(node.left, _OPS[type(node.op)](), node.right)
+        new: ast.expr = ast.BinOp(node.left, _OPS[type(node.op)](), node.right)
         yield "operator", f"{src.text(node)} -> {ast.unparse(new)}", src.replace(node, f"({ast.unparse(new)})")
     elif isinstance(node, ast.Compare) and type(node.ops[0]) in _CMPS:
         new = ast.Compare(node.left, [_CMPS[type(node.ops[0])](), *node.ops[1:]], node.comparators)
@@ -205,7 +206,7 @@ def _candidates(node: ast.AST, ctx: _Context, src: _Source) -> Iterator[tuple[st
 def _constant(node: ast.Constant, ctx: _Context, src: _Source) -> Iterator[tuple[str, str, bytes | None]]:
     value = node.value
     if id(node) in ctx.docstrings:
-        yield "docstring", f"docstring at line {node.lineno}", src.replace(node, repr(value + " (edited)"))
+        yield "docstring", f"docstring at line {node.lineno}", src.replace(node, repr(cast(str, value) + " (edited)"))
         return
     kind = ctx.kind.get(id(node), "constant")
     if type(value) is int:

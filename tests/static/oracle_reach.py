@@ -28,6 +28,7 @@ import importlib
 import sys
 from collections.abc import Iterable, Iterator
 from types import CodeType, FunctionType, ModuleType
+from typing import cast
 
 Unit = tuple[str, str, str]
 _NEWLOCALS = 0x0002
@@ -105,7 +106,8 @@ def changed_units(module: str, path: str, before: bytes, after: bytes, statement
             else []
         )
         if inner:  # a class field or a method's decorators/defaults: that class attribute
-            units.update(("global", module, f"{stmt.name}.{name}") for name in bound_names(inner[0]))
+            name_of = cast(ast.ClassDef, stmt).name  # ``inner`` is only non-empty for a class
+            units.update(("global", module, f"{name_of}.{name}") for name in bound_names(inner[0]))
         else:
             units.update(("global", module, name) for name in bound_names(stmt))
     return units

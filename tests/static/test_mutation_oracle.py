@@ -82,10 +82,10 @@ def _run_case(results: Results, base: Path, paths: list[Path], edited: list[Path
     before = {root: baseline.digests[root] for root in baseline.graph.roots}
     files = {}
     for directory in edited:
-        for path in sorted(directory.rglob("*.py")):
-            module = project.module_for_path(str(path))
+        for py_path in sorted(directory.rglob("*.py")):
+            module = project.module_for_path(str(py_path))
             if module is not None:
-                files[module.name] = str(path)
+                files[module.name] = str(py_path)
     reach = Reach({m.partition(".")[0] for m in files}, files)
     for module, path in files.items():
         data = Path(path).read_bytes()

@@ -4,7 +4,7 @@ import flydsl.expr as fx
 
 import flydsl_runtime.flyc as flyc
 
-TRACED_SHAPES = []
+TRACED_SHAPES: list[object] = []
 
 
 @flyc.kernel
