@@ -20,20 +20,10 @@ from pathlib import Path
 
 import pytest
 from blake3 import blake3
+from test_cache import FACTORY
 
 from flydeps.static import parse, store
 from flydeps.static.analyze import analyze
-
-FACTORY = """import functools
-from .helpers import helper
-
-
-@functools.lru_cache
-def compile_k(n):
-    def kernel():
-        return helper(n)
-    return kernel
-"""
 
 
 def _project(base: Path, helper_body: str = "return n + 1") -> Path:
@@ -138,12 +128,18 @@ def _entries(kind: str) -> list[Path]:
     return [p for p in found if p.parent.name.startswith("r") == (kind == "result")]
 
 
-def test_truncated_and_retyped_entries_are_misses_and_get_rewritten(cache: Path, tmp_path: Path) -> None:
+def _primed(tmp_path: Path) -> tuple[Path, tuple[object, object], list[Path]]:
+    """A project, its uncached answer, and the summary and result entries one cached run wrote."""
     root = _project(tmp_path)
     clean = _clean(root)
     _cached(root)
     entries = _entries("summary") + _entries("result")
     assert len(entries) >= 4
+    return root, clean, entries
+
+
+def test_truncated_and_retyped_entries_are_misses_and_get_rewritten(cache: Path, tmp_path: Path) -> None:
+    root, clean, entries = _primed(tmp_path)
     originals = {p: p.read_bytes() for p in entries}
     for index, entry in enumerate(entries):
         data = originals[entry]
@@ -165,11 +161,7 @@ def _retype(value: object) -> object:
 
 
 def test_a_huge_entry_is_refused_unread(cache: Path, tmp_path: Path) -> None:
-    root = _project(tmp_path)
-    clean = _clean(root)
-    _cached(root)
-    entries = _entries("summary") + _entries("result")
-    assert len(entries) >= 4
+    root, clean, entries = _primed(tmp_path)
     for entry in entries:
         with open(entry, "r+b") as handle:  # sparse: costs no disk, would cost memory to read
             handle.truncate(store.MAX_ENTRY_BYTES + 1)
@@ -177,11 +169,7 @@ def test_a_huge_entry_is_refused_unread(cache: Path, tmp_path: Path) -> None:
 
 
 def test_an_entry_of_another_schema_version_is_a_miss(cache: Path, tmp_path: Path) -> None:
-    root = _project(tmp_path)
-    clean = _clean(root)
-    _cached(root)
-    entries = _entries("summary") + _entries("result")
-    assert len(entries) >= 4
+    root, clean, entries = _primed(tmp_path)
     originals = {p: p.read_bytes() for p in entries}
     for entry in entries:
         header, _, body = entry.read_bytes().partition(b"\n")
