@@ -4,12 +4,18 @@ Each measurement runs ``flydeps graph`` in a fresh interpreter (as a user would)
 fresh or a filled parse cache, and reports the best of N wall times. Also measures the
 parsers alone on the same tree: stdlib ``ast``, ``compile`` + digests, and libcst.
 
-Usage: python benchmarks/bench_static.py [--repeat 3]
+``--format pycg`` measures the same rows with the call graph asked for (issue 13): every
+run, the one-kernel-file one included, writes ``--format pycg``. ``--no-parsers`` skips the
+parser rows. ``PYTHONPATH`` is passed on to the measured runs, so an older tree can be
+measured as ``PYTHONPATH=/tmp/before-src python benchmarks/bench_static.py``.
+
+Usage: python benchmarks/bench_static.py [--repeat 3] [--format json|pycg] [--no-parsers]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +33,7 @@ def _run(args: list[str], cache: Path, clear: bool, repeat: int) -> float:
         if clear:
             shutil.rmtree(cache, ignore_errors=True)
         env = {"FLYDEPS_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
+        env.update((k, os.environ[k]) for k in ("PYTHONPATH",) if k in os.environ)
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "flydeps", *args], env=env, capture_output=True, check=False)
         best = min(best, time.perf_counter() - start)
@@ -76,14 +83,18 @@ def _parsers(files: list[Path]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--format", choices=("json", "pycg"), default="json")
+    parser.add_argument("--no-parsers", action="store_true", help="skip the parser-only rows")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         count, lines = generate(base)
         repo = base / "synthrepo"
         cache = base / "cache"
-        whole = ["graph", str(repo), "--format", "json", "-o", str(base / "o.json")]
+        whole = ["graph", str(repo), "--format", args.format, "-o", str(base / "o.json")]
         one = ["graph", str(repo / "attention" / "attention_0.py"), "-o", str(base / "o.txt")]
+        if args.format == "pycg":
+            one += ["--format", "pycg"]
         victim = repo / "common" / "common_3.py"
         rows = [
             ("whole tree, cold (empty parse cache)", _run(whole, cache, True, args.repeat), 5.0),
@@ -95,10 +106,10 @@ def main() -> None:
             ),
             ("one kernel file + its imports, cold", _run(one, cache, True, args.repeat), 1.5),
         ]
-        parse_rows = _parsers(sorted(repo.rglob("*.py")))
+        parse_rows = {} if args.no_parsers else _parsers(sorted(repo.rglob("*.py")))
     version = sys.version.split()[0]
     print(f"Synthetic repository: {count} modules, {lines} lines; best of {args.repeat}; Python {version}\n")
-    print("| measurement (wall time of `python -m flydeps graph ...`) | seconds | target |")
+    print(f"| measurement (wall time of `python -m flydeps graph ... --format {args.format}`) | seconds | target |")
     print("|---|---:|---:|")
     for name, seconds, target in rows:
         print(f"| {name} | {seconds:.2f} | {'≤ ' + str(target) if target else '–'} |")

@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("--externals", action="store_true", help="list library calls one per line in the tree")
     graph.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     graph.add_argument("--legend", action="store_true", help="end the tree with what each column and marker means")
+    graph.add_argument(
+        "--calls",
+        action="store_true",
+        help="solve the whole call graph too and mark each use of code (call) or (ref) (tree, json)",
+    )
     hash_ = sub.add_parser("hash", parents=[common], help="transitive digest of one function, method or class")
     hash_.add_argument(
         "target",
@@ -145,13 +150,17 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         raise _UsageError("flydeps graph: no PATH given and no bundled example found; pass a file or directory")
     if args.legend and args.format != "tree":
         raise _UsageError(f"flydeps graph: --legend explains the tree format, not {args.format}; drop one of them")
+    if args.calls and args.format in ("dot", "mermaid"):
+        raise _UsageError(f"flydeps graph: --calls labels the tree and json, not {args.format}; drop one of them")
     _check_targets("graph", paths)
-    result = analyze(paths, roots=args.root, use_cache=not args.no_cache)
+    calls = args.format == "pycg" or args.calls
+    result = analyze(paths, roots=args.root, use_cache=not args.no_cache, calls=calls)
     colour = args.color == "always" or (
         args.color == "auto" and not args.output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
-    options = ReportOptions(colour=colour, expand_external=args.externals, legend=args.legend)
-    if not _write(format_graph(args.format, result.graph, result.digests, result.diagnostics, options), args.output):
+    options = ReportOptions(colour=colour, expand_external=args.externals, legend=args.legend, calls=result.calls)
+    text = format_graph(args.format, result.graph, result.digests, result.diagnostics, options)
+    if not _write(text, args.output):
         return EXIT_USAGE
     return _report(result.diagnostics)
 

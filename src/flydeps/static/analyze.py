@@ -12,14 +12,16 @@ is answered from the result cache (:mod:`flydeps.static.results`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..fingerprint import transitive_digests
-from ..graph import DepGraph
-from .parse import SummaryCache, cache_dir, scan_imports, summarize
+from ..graph import DepGraph, Node, NodeKind
+from .parse import SummaryCache, cache_dir, facts_of_source, scan_imports, summarize, summarize_with_facts
 from .project import (
     Diagnostic,
     FileSystemTree,
@@ -35,6 +37,10 @@ from .results import ResultCache, request_key
 from .summary import CodeInfo
 from .symbols import Index, LoadedModule, Target
 
+if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
+    from .callflow import CallGraph
+    from .callgraph import FlowFacts
+
 __all__ = ["Analysis", "analyze", "split_target"]
 
 log = logging.getLogger("flydeps.static")
@@ -48,6 +54,7 @@ class Analysis:
     diagnostics: tuple[Diagnostic, ...]
     project: Project
     digests: Mapping[str, str]
+    calls: CallGraph | None = None  # when asked for (``analyze(..., calls=True)``)
 
 
 def split_target(text: str) -> tuple[str, str | None]:
@@ -57,11 +64,13 @@ def split_target(text: str) -> tuple[str, str | None]:
 
 
 class Loader:
-    """Loads modules by name through the parse cache, recording diagnostics."""
+    """Loads modules by name through the parse cache, recording diagnostics; with
+    ``facts``, also the flow facts of each module (for the call graph), in the same jobs."""
 
-    def __init__(self, project: Project, cache: SummaryCache, workers: int | None) -> None:
-        self.project, self.cache, self.workers = project, cache, workers
+    def __init__(self, project: Project, cache: SummaryCache, workers: int | None, *, facts: bool = False) -> None:
+        self.project, self.cache, self.workers, self.with_facts = project, cache, workers, facts
         self.loaded: dict[str, LoadedModule | None] = {}
+        self.facts: dict[str, FlowFacts] = {}  # by module name; missing: extract on demand
         self.diagnostics: list[Diagnostic] = []
         self._bytes: dict[str, bytes] = {}  # read ahead by the import scan
 
@@ -88,7 +97,15 @@ class Loader:
                 self.loaded[file.name] = None
                 self.diagnostics.append(Diagnostic(file.path, 0, f"cannot read file: {exc.strerror or exc}"))
         out = []
-        for file, summary in zip(kept, summarize(items, self.cache, workers=self.workers), strict=True):
+        if self.with_facts:
+            pairs = summarize_with_facts(items, self.cache, workers=self.workers)
+            self.facts.update(
+                (file.name, facts) for file, (_, facts) in zip(kept, pairs, strict=True) if facts is not None
+            )
+            summaries = [summary for summary, _ in pairs]
+        else:
+            summaries = summarize(items, self.cache, workers=self.workers)
+        for file, summary in zip(kept, summaries, strict=True):
             self.diagnostics.extend(Diagnostic(file.path, p.line, p.message) for p in summary.problems)
             self.loaded[file.name] = module = LoadedModule(file, summary)
             out.append(module)
@@ -151,8 +168,13 @@ def analyze(
     tree: SourceTree | None = None,
     use_cache: bool = True,
     workers: int | None = None,
+    calls: bool = False,
 ) -> Analysis:
-    """Analyse files/directories (``path`` or ``path::Qual.name``) without importing them."""
+    """Analyse files/directories (``path`` or ``path::Qual.name``) without importing them.
+
+    ``calls``: also solve the call graph of the analysed modules (:mod:`.callflow`); the
+    flow facts it needs are cached per file next to the summaries, and the solved call
+    graph in the result cache with the analysis (an entry of its own)."""
     tree = tree or FileSystemTree()
     diagnostics: list[Diagnostic] = []
     targets = [split_target(p) for p in paths]
@@ -166,15 +188,41 @@ def analyze(
     store = SummaryCache(cache_dir() if use_cache else None)
     results = ResultCache(store)
     key = request_key(paths, project.roots, _requested_bytes(project, existing))
-    hit = results.load(key, project) if use_cache else None
+    cached = _cached_calls(results, key, project) if use_cache and calls else None
+    if cached is not None:
+        return cached
+    hit = results.load(key, project) if use_cache and not calls else None
     if hit is not None:
         log.debug("result cache hit for %s", ", ".join(paths))
         return Analysis(hit[0], hit[1], project, hit[2])
-    loader = Loader(project, store, workers)
-    analysis = _build(project, loader, existing, diagnostics)
+    loader = Loader(project, store, workers, facts=calls)
+    analysis = _build(project, loader, existing, diagnostics, calls=calls)
     read = [(m.file.path, m.summary.content_digest) for m in loader.loaded.values() if m is not None]
-    results.save(key, project, read, analysis)
+    if analysis.calls is not None:
+        from .callstore import encode_call_graph
+
+        encoded = encode_call_graph(analysis.calls)
+        results.save_with(key, project, read, analysis, encoded, variant=_CALLS_VARIANT)
+    else:
+        results.save(key, project, read, analysis)
     return analysis
+
+
+# Result-cache entries of ``calls=True`` requests: the analysis and its call graph, apart
+# from those of the same request without the call graph (whose instance-attribute details
+# come from a call graph of fewer modules). One letter, not a hex digit.
+_CALLS_VARIANT = "g"
+
+
+def _cached_calls(results: ResultCache, key: str, project: Project) -> Analysis | None:
+    from .callstore import decode_call_graph
+
+    hit = results.load_with(key, project, decode_call_graph, variant=_CALLS_VARIANT)
+    if hit is None:
+        return None
+    (graph, diagnostics, digests), calls = hit
+    log.debug("result cache hit (with the call graph)")
+    return Analysis(graph, diagnostics, project, digests, calls)
 
 
 def _why_not_read(tree: SourceTree, path: str) -> str:
@@ -185,16 +233,30 @@ def _why_not_read(tree: SourceTree, path: str) -> str:
 
 
 def _build(
-    project: Project, loader: Loader, existing: Sequence[tuple[str, str | None]], diagnostics: list[Diagnostic]
+    project: Project,
+    loader: Loader,
+    existing: Sequence[tuple[str, str | None]],
+    diagnostics: list[Diagnostic],
+    *,
+    calls: bool = False,
 ) -> Analysis:
     """Read what the requested paths reach, pick the roots, resolve the graph."""
     index = Index(project, loader)
     specs: list[RootSpec] = []
+    requested: list[str] = []
     for path, qual in existing:
         files = _module_files(project, path, diagnostics)
         modules = loader.load_reachable(files)
+        requested.extend(m.name for m in modules)
         specs.extend(_roots_for(index, modules, qual, path, diagnostics))
     graph, problems = build_graph(index, specs)
+    call_graph = None
+    if calls:
+        from .callflow import build_call_graph
+
+        call_graph = build_call_graph(index, requested, _facts_source(index, loader))
+    digests = transitive_digests(graph)
+    graph = _instance_attributes(graph, loader, index, call_graph)
     missing = [
         Diagnostic(
             path,
@@ -206,7 +268,72 @@ def _build(
         for name, (path, line) in index.missing.items()
     ]
     all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems) | set(missing)))
-    return Analysis(graph, all_diagnostics, project, transitive_digests(graph))
+    return Analysis(graph, all_diagnostics, project, digests, call_graph)
+
+
+#: The reason the resolver gives a ``self.x`` that no class of the MRO defines.
+_INSTANCE_ATTRIBUTE = "instance attribute, not on the class"
+#: The detail such a node gets when value flow knows what ``self.x`` holds.
+HELD_BY_INSTANCE_ATTRIBUTE = "instance attribute holding "
+
+
+def _instance_attributes(graph: DepGraph, loader: Loader, index: Index, calls: CallGraph | None) -> DepGraph:
+    """Name what each unresolved ``self.x`` holds when value flow knows it (``self.act =
+    self.relu`` in ``__init__``): the node's ``detail`` says it. The node, its digest and
+    every edge stay as they are, so no digest changes; the call graph is solved only for
+    the modules of the classes concerned (all of them when ``calls`` is already solved)."""
+    wanted: dict[str, tuple[set[tuple[str, str]], str]] = {}
+    for edge in graph.edges:
+        node = graph.nodes[edge.dst]
+        if node.kind is NodeKind.UNRESOLVED and node.detail == _INSTANCE_ATTRIBUTE and "." in edge.label:
+            classes, _ = wanted.setdefault(edge.dst, (set(), edge.label.partition(".")[2]))
+            classes.update(_classes_of(graph.nodes[edge.src]))
+    if not wanted:
+        return graph
+    from .callflow import build_call_graph, pycg_callee
+
+    if calls is None:
+        modules = sorted({module for classes, _ in wanted.values() for module, _ in classes})
+        calls = build_call_graph(index, modules, _facts_source(index, loader))
+    nodes = dict(graph.nodes)
+    for nid, (classes, attr) in wanted.items():
+        held = {c for module, cls in classes for c in calls.attributes.get((module, cls, attr), ())}
+        if held:
+            names = ", ".join(sorted(pycg_callee(c) for c in held))
+            nodes[nid] = dataclasses.replace(nodes[nid], detail=HELD_BY_INSTANCE_ATTRIBUTE + names)
+    return DepGraph(graph.roots, nodes, graph.edges)
+
+
+def _classes_of(node: Node) -> set[tuple[str, str]]:
+    """The class a method (or a function nested in one) belongs to, and the owner it is seen through."""
+    qual, _, owner = node.qualname.partition("@")
+    method = qual.split(".<locals>.")[0]
+    out = {(node.module, method.rpartition(".")[0])} if "." in method else set()
+    if owner:
+        module, _, cls = owner.partition(":")
+        out.add((module, cls))
+    return out
+
+
+def _facts_source(index: Index, loader: Loader) -> Callable[[str], FlowFacts | None]:
+    """Flow facts of a project module: those the loader brought with the summary (a
+    ``calls=True`` run: extracted in the parse workers or read from the parse cache), else
+    read from the parse cache or extracted here (files parsed in isolation; the few
+    modules of a run without ``calls`` that need them)."""
+
+    def facts_of(name: str) -> FlowFacts | None:
+        if name in loader.facts:
+            return loader.facts[name]
+        loaded = index.module(name)
+        if loaded is None:
+            return None
+        try:
+            source = loader.project.tree.read(loaded.file.path)
+        except OSError:
+            return None  # reported by the summary already
+        return facts_of_source(source, loader.cache)
+
+    return facts_of
 
 
 def _top_levels(tree: SourceTree, existing: Sequence[tuple[str, str | None]], roots: Sequence[str]) -> set[str]:

@@ -17,6 +17,12 @@ it (cold whole-tree runs), else in-process; workers die with this process
 (:mod:`flydeps.static.processes`). A cheap pre-check (:func:`needs_isolation`: size,
 longest line) sends files that could crash or exhaust the CPython parser to a child
 process of their own, so a crash there is a problem of that file only.
+
+Flow facts (:mod:`flydeps.static.callgraph`, for the call graph) are cached the same way in
+an entry of their own kind per file content, validated field by field
+(:data:`~flydeps.static.callgraph.FACTS_SHAPE`), and extracted in the same worker jobs as
+the summaries, but only when asked for (:func:`summarize_with_facts`): runs that want no
+call graph neither compute nor read them.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from blake3 import blake3
 
@@ -40,7 +46,10 @@ from .extract import extract, failed_summary, longest_line, too_complex
 from .store import Invalid
 from .summary import SUMMARY_SHAPE, SUMMARY_VERSION, FileSummary
 
-__all__ = ["SummaryCache", "cache_dir", "scan_imports", "summarize"]
+if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
+    from .callgraph import FlowFacts
+
+__all__ = ["SummaryCache", "cache_dir", "facts_of_source", "scan_imports", "summarize", "summarize_with_facts"]
 
 log = logging.getLogger("flydeps.static")
 
@@ -122,6 +131,22 @@ def _salt() -> str:
     return h.hexdigest()
 
 
+# The flow facts of a file live next to its summary, in a file of their own.
+_FACTS_SUFFIX = "-facts"
+
+
+@functools.lru_cache(maxsize=1)
+def _facts_kind() -> str:
+    """The entry kind of flow facts: their schema version and a digest of their extractor."""
+    from .callgraph import FACTS_VERSION
+
+    try:
+        code = (Path(__file__).resolve().parent / "callgraph.py").read_bytes()
+    except OSError:
+        code = b"callgraph.py"
+    return "flowfacts-v%d-%s" % (FACTS_VERSION, blake3(code).hexdigest())
+
+
 class SummaryCache:
     """Content-addressed summaries on disk (see :mod:`flydeps.static.store` for the entry
     format and the directory rules); every failure degrades to a miss.
@@ -152,6 +177,27 @@ class SummaryCache:
 
     def put(self, summary: FileSummary) -> None:
         self.write("summary-v%d-%s" % (SUMMARY_VERSION, _salt()), summary.content_digest, SUMMARY_SHAPE.encode(summary))
+
+    def get_facts(self, digest: str) -> FlowFacts | None:
+        """The stored flow facts of the file whose bytes have blake3 ``digest``, if valid."""
+        if self.directory is None:
+            return None
+        from .callgraph import FACTS_SHAPE
+
+        raw = self.read(_facts_kind(), digest + _FACTS_SUFFIX)
+        if raw is None:
+            return None
+        try:
+            return cast("FlowFacts", FACTS_SHAPE.decode(raw))
+        except (Invalid, TypeError, ValueError, IndexError, KeyError, RecursionError) as exc:
+            log.debug("ignoring malformed flow-facts entry %s: %s", digest, exc)
+            return None
+
+    def put_facts(self, digest: str, facts: FlowFacts) -> None:
+        if self.directory is not None:
+            from .callgraph import FACTS_SHAPE
+
+            self.write(_facts_kind(), digest + _FACTS_SUFFIX, FACTS_SHAPE.encode(facts))
 
     def read(self, kind: str, key: str) -> object:
         """The JSON document stored for (``kind``, ``key``), None when missing or foreign."""
@@ -263,19 +309,98 @@ def _run(jobs: list[tuple[str, bytes, str | None]], workers: int | None) -> list
 
 
 def _run_plain(jobs: list[tuple[str, bytes, str | None]], workers: int | None) -> list[FileSummary]:
-    count = workers if workers is not None else min(2, os.cpu_count() or 1)
-    total = sum(len(job[1]) for job in jobs)
-    if count < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
-        return [_extract_and_store(job) for job in jobs]
-    # Largest files first so the two workers finish together; results go back in job order.
-    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
     try:
-        with processes.pool(count) as pool:
-            done = list(pool.map(_extract_and_store, [jobs[i] for i in order], chunksize=1))
+        return _pool_map(_extract_and_store, jobs, workers)
     except BrokenProcessPool:  # a worker died (a crash on some file): one child per file finds which
         log.debug("a parse worker died; extracting %d files one process each", len(jobs))
         return [_isolated(job) for job in jobs]
-    results: list[FileSummary] = [done[0]] * len(jobs)
+
+
+_Job = TypeVar("_Job", bound=tuple)
+_Result = TypeVar("_Result")
+
+
+def _pool_map(function: Callable[[_Job], _Result], jobs: list[_Job], workers: int | None) -> list[_Result]:
+    """``function`` over ``jobs`` (``job[1]`` is the file's bytes), in order: in the worker
+    pool when there is enough work, else in-process; a dead worker raises BrokenProcessPool."""
+    count = workers if workers is not None else min(2, os.cpu_count() or 1)
+    total = sum(len(job[1]) for job in jobs)
+    if count < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
+        return [function(job) for job in jobs]
+    # Largest files first so the two workers finish together; results go back in job order.
+    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
+    with processes.pool(count) as pool:
+        done = list(pool.map(function, [jobs[i] for i in order], chunksize=1))
+    results: list[_Result] = [done[0]] * len(jobs)
     for position, index in enumerate(order):
         results[index] = done[position]
     return results
+
+
+# -- flow facts (only when the call graph is asked for) ---------------------------------
+
+_FactsJob = tuple[str, bytes, str | None, bool]  # path, bytes, cache directory, summary wanted
+
+
+def facts_of_source(source: bytes, cache: SummaryCache) -> FlowFacts | None:
+    """The flow facts of ``source``, from the cache or extracted (in-process) and stored;
+    None when the file does not parse (its summary reports why)."""
+    digest = blake3(source).hexdigest()
+    facts = cache.get_facts(digest)
+    return facts if facts is not None else _extract_facts(source, digest, cache)
+
+
+def _extract_facts(source: bytes, digest: str, cache: SummaryCache) -> FlowFacts | None:
+    import ast
+
+    from .callgraph import flow_facts
+
+    try:
+        facts = flow_facts(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # reported by the summary already
+    cache.put_facts(digest, facts)
+    return facts
+
+
+def _extract_with_facts(job: _FactsJob) -> tuple[FileSummary | None, FlowFacts | None]:
+    """In a worker: the summary (when wanted) and the flow facts of one file, both stored."""
+    path, source, directory, want_summary = job
+    summary = _extract_and_store((path, source, directory)) if want_summary else None
+    cache = SummaryCache(Path(directory) if directory else None, checked=True)
+    return summary, _extract_facts(source, blake3(source).hexdigest(), cache)
+
+
+def summarize_with_facts(
+    items: Sequence[tuple[str, bytes]], cache: SummaryCache, *, workers: int | None = None
+) -> list[tuple[FileSummary, FlowFacts | None]]:
+    """:func:`summarize`, with each file's flow facts (None: not parsed, or left for the
+    caller to extract in-process: files that need isolation). A file missing either entry
+    is one job, run in the worker pool when worth it, which extracts what is missing."""
+    directory = str(cache.directory) if cache.directory else None
+    results: list[tuple[FileSummary | None, FlowFacts | None]] = []
+    misses: list[int] = []
+    for index, (path, source) in enumerate(items):
+        if len(source) > max_file_bytes():
+            results.append((_too_large(source), None))
+            continue
+        digest = blake3(source).hexdigest()
+        summary, facts = cache.get(digest), cache.get_facts(digest)
+        isolate = needs_isolation(source)
+        if summary is None and isolate:  # and its facts are left to the caller
+            summary = _isolated((path, source, directory))
+        results.append((summary, facts))
+        if summary is None or (facts is None and not isolate):
+            misses.append(index)
+    jobs = [(items[i][0], items[i][1], directory, results[i][0] is None) for i in misses]
+    for index, (summary, facts) in zip(misses, _run_with_facts(jobs, workers), strict=True):
+        results[index] = (summary or results[index][0], facts)
+    return [(s, f) for s, f in results if s is not None]
+
+
+def _run_with_facts(jobs: list[_FactsJob], workers: int | None) -> list[tuple[FileSummary | None, FlowFacts | None]]:
+    try:
+        return _pool_map(_extract_with_facts, jobs, workers)
+    except BrokenProcessPool:  # a worker died (a crash on some file): one child per file finds which
+        log.debug("a parse worker died; extracting %d files one process each", len(jobs))
+        return [(_isolated(job[:3]) if job[3] else None, None) for job in jobs]

@@ -2,9 +2,10 @@
 
 Contract: pure formatting. Each formatter takes a :class:`~flydeps.graph.DepGraph`, the
 transitive digests and the diagnostics, and returns text; nothing here analyses, reads
-files or prints. Output is deterministic (goldens depend on it) and free of absolute
-paths. The JSON schema (``flydeps.graph/1``) is documented in docs/cli.md and only grows
-by adding keys.
+files or prints. The call graph, when the caller solved it (``ReportOptions.calls``), is
+what ``pycg`` writes and what labels the tree and json edges as calls or references.
+Output is deterministic (goldens depend on it) and free of absolute paths. The JSON schema
+(``flydeps.graph/1``) is documented in docs/cli.md and only grows by adding keys.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import TYPE_CHECKING
 
 from ..graph import DepGraph, Edge, EdgeKind, Node, NodeKind
 from .project import Diagnostic, one_line
 
-__all__ = ["FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "pycg_name"]
+if TYPE_CHECKING:  # imported by the runs that solve a call graph only
+    from .callflow import CallGraph
+
+__all__ = ["FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "format_pycg"]
 
 JSON_SCHEMA = "flydeps.graph/1"
 # Enum ``.value`` is a descriptor call; graphs have tens of thousands of edges.
@@ -29,11 +34,50 @@ _SHORT = 8
 @dataclass(frozen=True)
 class ReportOptions:
     """``colour``: ANSI styles; ``expand_external``: library calls one per line in the
-    tree; ``legend``: the tree ends with what each column and marker means."""
+    tree; ``legend``: the tree ends with what each column and marker means; ``calls``: the
+    call graph (``analyze(..., calls=True)``): the pycg format writes it, the tree marks
+    each edge through which code uses code ``(call)`` or ``(ref)``, the json gives every
+    edge a ``call`` key."""
 
     colour: bool = False
     expand_external: bool = False
     legend: bool = False
+    calls: CallGraph | None = None
+
+
+class _Calls:
+    """Call-graph answers about the dependency graph's edges and nodes."""
+
+    def __init__(self, graph: DepGraph, calls: CallGraph) -> None:
+        self.graph, self.calls = graph, calls
+
+    @staticmethod
+    def _code(node: Node) -> tuple[str, str]:
+        return node.module, node.qualname.partition("@")[0]
+
+    def is_call(self, edge: Edge) -> bool | None:
+        """True for a call, False for a reference, None when the edge is not between code."""
+        src, dst = self.graph.nodes[edge.src], self.graph.nodes[edge.dst]
+        if src.kind not in _CALLERS or dst.kind not in (*_CODE, NodeKind.EXTERNAL) or edge.kind not in _USES:
+            return None  # structure (nesting, enclosing code, decorators, class members), not a use
+        if edge.kind is EdgeKind.CLOSURE and edge.label == "<enclosing>":
+            return None
+        if "<lambda>" in src.qualname or "<lambda>" in dst.qualname:
+            return None  # the call graph numbers lambdas (<lambda1>), the dependency graph does not
+        callees = self.calls.calls.get(self._code(src), frozenset())
+        if dst.kind is NodeKind.EXTERNAL:
+            return ("external", dst.id.partition(":")[2]) in callees
+        if dst.kind is NodeKind.CLASS:
+            return any(c[0] == "code" and c[1] == dst.module and c[2].startswith(dst.qualname + ".") for c in callees)
+        return ("code", *self._code(dst)) in callees
+
+
+_CODE = (NodeKind.FUNCTION, NodeKind.METHOD, NodeKind.CLASS)
+# The detail of an unresolved ``self.x`` whose value flow is known (set by ``analyze``).
+_HELD = "instance attribute holding "
+_CALLERS = (NodeKind.FUNCTION, NodeKind.METHOD)
+# Edges through which code uses a name (so it either calls or only references it).
+_USES = (EdgeKind.CALLS, EdgeKind.METHOD, EdgeKind.CLOSURE, EdgeKind.OVERRIDES, EdgeKind.READS)
 
 
 class _Style:
@@ -60,14 +104,27 @@ def _display_name(node: Node, parent: Node | None) -> str:
     return node.id
 
 
-def _tree_line(node: Node, parent: Node | None, edge: Edge | None, digests: Mapping[str, str], style: _Style) -> str:
+def _tree_line(
+    node: Node,
+    parent: Node | None,
+    edge: Edge | None,
+    digests: Mapping[str, str],
+    style: _Style,
+    calls: _Calls | None = None,
+) -> str:
     name = one_line(_display_name(node, parent))
     parts = [style(name, "1" if parent is None else "")]
     if edge is not None and edge.kind not in (EdgeKind.CALLS, EdgeKind.NESTED, EdgeKind.METHOD, EdgeKind.READS):
         label = f" {one_line(edge.label)}" if edge.label and not name.endswith(edge.label) else ""
         parts.append(style(f"({_KIND[edge.kind]}{label})", "2"))
+    if edge is not None and calls is not None and edge.kind is not EdgeKind.NESTED:
+        called = calls.is_call(edge)
+        if called is not None:
+            parts.append(style("(call)" if called else "(ref)", "2"))
     parts.extend(style(f"[{t}]", _TAG_COLOUR.get(t, "2")) for t in sorted(node.tags))
-    if node.kind is NodeKind.UNRESOLVED:
+    if node.kind is NodeKind.UNRESOLVED and node.detail.startswith(_HELD):  # known by value flow
+        parts.append(style(one_line(node.detail), "36"))
+    elif node.kind is NodeKind.UNRESOLVED:
         parts.append(style(f"unresolved: {one_line(node.detail)}", "31"))
     elif node.kind is NodeKind.GLOBAL and node.detail:
         parts.append(style(f"= {one_line(node.detail)}", "2"))
@@ -103,6 +160,8 @@ TREE_LEGEND = (
     ("", "anything below it changes (flydeps hash prints it in full)"),
     ("external: a, b", "library code called, digested by distribution==version (--externals: one per line)"),
     ("unresolved: why", "a name flydeps could not resolve from source, with the reason"),
+    ("(call) (ref)", "with --calls: the parent calls it, or only names it (return f, a table entry)"),
+    ("instance attribute holding f", "self.x still unresolved, but value flow knows what it holds"),
     ("(see above)", "printed with its subtree earlier in the output"),
     ("(cycle)", "an edge back to a node on the current path"),
     ("(continued below)", f"deeper than {MAX_TREE_DEPTH} levels: drawn as a block of its own further down"),
@@ -117,18 +176,21 @@ def format_tree(
     graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
 ) -> str:
     tree = _Tree(graph, digests, _Style(options.colour), options)
+    tree.calls = _Calls(graph, options.calls) if options.calls is not None else None
     for root in graph.roots:
         tree.block(root, continued=False)
         while tree.pending:  # subtrees cut at MAX_TREE_DEPTH, right after their root's block
             tree.block(tree.pending.popleft(), continued=True)
     externals = sum(1 for n in graph.nodes.values() if n.kind is NodeKind.EXTERNAL)
     unresolved = sum(1 for n in graph.nodes.values() if n.kind is NodeKind.UNRESOLVED)
+    known = sum(1 for n in graph.nodes.values() if n.kind is NodeKind.UNRESOLVED and n.detail.startswith(_HELD))
+    held = f", of which {known} instance attributes known by value flow" if known else ""
     problems = sum(not d.note for d in diagnostics)
     lines = tree.lines
     lines.append("")
     lines.append(
         f"{_plural(len(graph.roots), 'root')}, {_plural(len(graph.nodes), 'node')} ({externals} external, "
-        f"{unresolved} unresolved), {_plural(len(graph.edges), 'edge')}"
+        f"{unresolved} unresolved{held}), {_plural(len(graph.edges), 'edge')}"
         + (f"; {_plural(problems, 'problem')}" if problems else "")
     )
     if options.legend:
@@ -160,6 +222,7 @@ class _Tree:
         self.shown: set[str] = set()
         self.pending: deque[str] = deque()
         self._queued: set[str] = set()
+        self.calls: _Calls | None = None
 
     def block(self, root: str, *, continued: bool) -> None:
         if self.lines:
@@ -198,7 +261,7 @@ class _Tree:
             self.lines.append(head + style(text, "2"))
             return None
         dst = edge.dst
-        line = head + _tree_line(self.graph.nodes[dst], self.graph.nodes[parent], edge, self.digests, style)
+        line = head + _tree_line(self.graph.nodes[dst], self.graph.nodes[parent], edge, self.digests, style, self.calls)
         if dst in on_path:
             self.lines.append(line + style("  (cycle)", "2"))
         elif dst in self._queued:
@@ -260,6 +323,12 @@ def format_json(
         f'{{"src": {s(e.src)}, "dst": {s(e.dst)}, "kind": {s(_KIND[e.kind])}, "label": {s(e.label)}}}'
         for e in graph.edges
     ]
+    if options.calls is not None:  # with the call graph: "call" true (a call), false (a reference), null
+        calls = _Calls(graph, options.calls)
+        marks = {True: "true", False: "false", None: "null"}
+        edges = [
+            f'{text[:-1]}, "call": {marks[calls.is_call(e)]}}}' for text, e in zip(edges, graph.edges, strict=True)
+        ]
     problems = [f'{{"path": {s(d.path)}, "line": {d.line}, "message": {s(d.message)}}}' for d in diagnostics]
     parts = [f'  "schema": {s(JSON_SCHEMA)}']
     roots = [s(r) for r in graph.roots]
@@ -334,35 +403,15 @@ def format_mermaid(
     return "\n".join(lines) + "\n"
 
 
-_PYCG_CODE = (NodeKind.FUNCTION, NodeKind.METHOD, NodeKind.CLASS)
-_PYCG_EDGES = (EdgeKind.CALLS, EdgeKind.METHOD, EdgeKind.CLOSURE, EdgeKind.DECORATES)
-
-
-def pycg_name(node: Node) -> str | None:
-    """PyCG's dotted name: ``pkg.mod.outer.inner``, builtins as ``<builtin>.len``."""
-    if node.kind is NodeKind.EXTERNAL:
-        dotted = node.id.partition(":")[2]
-        return "<builtin>." + dotted[len("builtins.") :] if dotted.startswith("builtins.") else dotted
-    if node.kind not in _PYCG_CODE:
-        return None
-    qual = node.qualname.partition("@")[0].replace(".<locals>.", ".")
-    qual = ".".join(part.partition("#")[0] for part in qual.split("."))
-    return f"{node.module}.{qual}"
-
-
 def format_pycg(
     graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
 ) -> str:
-    calls: dict[str, set[str]] = {}
-    for node in graph.nodes.values():
-        name = pycg_name(node)
-        if name is not None and node.kind is not NodeKind.EXTERNAL:
-            calls.setdefault(name, set())
-    for edge in graph.edges:
-        src, dst = pycg_name(graph.nodes[edge.src]), pycg_name(graph.nodes[edge.dst])
-        if edge.kind in _PYCG_EDGES and src in calls and dst is not None:
-            calls[src].add(dst)
-    return json.dumps({k: sorted(v) for k, v in sorted(calls.items())}, indent=2) + "\n"
+    """PyCG's interchange format: calls only, module code as a caller named by the module."""
+    if options.calls is None:
+        raise ValueError(
+            "the pycg format writes the call graph: pass ReportOptions(calls=analyze(..., calls=True).calls)"
+        )
+    return json.dumps(options.calls.pycg(), indent=2) + "\n"
 
 
 Formatter = Callable[[DepGraph, Mapping[str, str], Sequence[Diagnostic], ReportOptions], str]
@@ -382,5 +431,5 @@ def format_graph(
     diagnostics: Sequence[Diagnostic],
     options: ReportOptions = ReportOptions(),
 ) -> str:
-    """Render ``graph`` in format ``fmt`` (one of :data:`FORMATS`)."""
+    """Render ``graph`` in format ``fmt`` (one of :data:`FORMATS`); ``pycg`` renders ``options.calls``."""
     return FORMATS[fmt](graph, digests, diagnostics, options)

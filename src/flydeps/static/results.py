@@ -19,10 +19,10 @@ import functools
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from blake3 import blake3
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .analyze import Analysis
 
 __all__ = ["ResultCache", "request_key"]
+
+_T = TypeVar("_T")
 
 _VERSION = b"flydeps-static-result-v6"
 _EDGE_KINDS = {k.value: k for k in EdgeKind}
@@ -128,20 +130,48 @@ class ResultCache:
 
     def load(self, key: str, project: Project) -> tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]] | None:
         """The stored analysis for ``key`` if every input it read is unchanged, else None."""
-        raw = self.store.read(_KIND_TAG, "r" + key)
+        found = self.load_with(key, project, lambda extra: extra, variant="r")
+        return found[0] if found is not None else None
+
+    def save(self, key: str, project: Project, read: Iterable[tuple[str, str]], analysis: Analysis) -> None:
+        self.store.write(_KIND_TAG, "r" + key, _encode(project, read, analysis))
+
+    def load_with(
+        self, key: str, project: Project, decode: Callable[[object], _T], *, variant: str
+    ) -> tuple[tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]], _T] | None:
+        """As :meth:`load`, for an entry saved by :meth:`save_with` under ``variant`` (one
+        letter, not ``r``): the analysis and its extra document, rebuilt (and validated) by
+        ``decode``; anything ``decode`` raises makes the entry a miss."""
+        raw = self.store.read(_KIND_TAG, variant + key)
         if raw is None:
             return None
         try:
+            if variant != "r":
+                if type(raw) is not list or len(raw) != 2:
+                    raise Invalid("not a result entry with an extra document")
+                raw, extra = raw
             table, rows = _table(raw)
             if not _still_valid(_inputs(table, rows), project):
                 return None
-            return _revive(table, rows)
+            revived = _revive(table, rows)
+            return (revived, decode(extra if variant != "r" else None)) if revived is not None else None
         except Exception as exc:  # a foreign or corrupted entry (Invalid, IndexError...) is a miss, never an error
             log.debug("ignoring unusable result-cache entry %s: %s", key, exc)
             return None
 
-    def save(self, key: str, project: Project, read: Iterable[tuple[str, str]], analysis: Analysis) -> None:
-        self.store.write(_KIND_TAG, "r" + key, _encode(project, read, analysis))
+    def save_with(
+        self,
+        key: str,
+        project: Project,
+        read: Iterable[tuple[str, str]],
+        analysis: Analysis,
+        extra: object,
+        *,
+        variant: str,
+    ) -> None:
+        """Store ``analysis`` with an extra JSON-able document (what a variant of the request
+        also computed, e.g. the call graph) under ``variant`` + ``key``."""
+        self.store.write(_KIND_TAG, variant + key, [_encode(project, read, analysis), extra])
 
 
 _KIND_TAG = "result-" + _VERSION.decode()

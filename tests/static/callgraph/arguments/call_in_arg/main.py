@@ -1,0 +1,13 @@
+def h():
+    pass
+
+
+def g():
+    return h
+
+
+def f(x):
+    x()
+
+
+f(g())

@@ -1,0 +1,9 @@
+def target():
+    pass
+
+
+def func(a=target):
+    a()
+
+
+func()

@@ -1,0 +1,9 @@
+def func(a):
+    a()
+
+
+def target():
+    pass
+
+
+func(target)

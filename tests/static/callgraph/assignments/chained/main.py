@@ -1,0 +1,7 @@
+def f():
+    pass
+
+
+a = f
+b = a
+b()

@@ -1,0 +1,11 @@
+def f():
+    pass
+
+
+def setup():
+    global op
+    op = f
+
+
+setup()
+op()

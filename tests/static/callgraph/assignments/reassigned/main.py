@@ -1,0 +1,11 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+x = f
+x = g
+x()

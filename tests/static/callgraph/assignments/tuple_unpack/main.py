@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+a, b = f, g
+b()

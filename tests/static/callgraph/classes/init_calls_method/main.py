@@ -1,0 +1,9 @@
+class A:
+    def __init__(self):
+        self.setup()
+
+    def setup(self):
+        pass
+
+
+A()

@@ -1,0 +1,7 @@
+class A:
+    def m(self):
+        pass
+
+
+a = A()
+a.m()

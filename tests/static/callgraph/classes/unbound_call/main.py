@@ -1,0 +1,10 @@
+class A:
+    def m(self):
+        return self.k()
+
+    def k(self):
+        pass
+
+
+a = A()
+A.m(a)

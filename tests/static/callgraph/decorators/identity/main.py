@@ -1,0 +1,10 @@
+def dec(f):
+    return f
+
+
+@dec
+def g():
+    pass
+
+
+g()

@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+d = {"a": f, "b": g}
+d["a"]()

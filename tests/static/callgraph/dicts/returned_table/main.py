@@ -1,0 +1,9 @@
+def f():
+    pass
+
+
+def table():
+    return {"f": f}
+
+
+table()["f"]()

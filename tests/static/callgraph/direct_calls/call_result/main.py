@@ -1,0 +1,9 @@
+def g():
+    pass
+
+
+def f():
+    return g
+
+
+f()()

@@ -1,0 +1,9 @@
+def f():
+    g()
+
+
+def g():
+    pass
+
+
+f()

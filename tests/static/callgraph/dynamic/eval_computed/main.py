@@ -1,0 +1,9 @@
+def f():
+    pass
+
+
+def source():
+    return "f" + "()"
+
+
+eval(source())

@@ -1,0 +1,8 @@
+def f():
+    raise ValueError("bad")
+
+
+try:
+    f()
+except ValueError:
+    pass

@@ -1,0 +1,8 @@
+from os import path
+
+
+def exists(p):
+    return path.exists(p)
+
+
+exists(".")

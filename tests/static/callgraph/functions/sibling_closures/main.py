@@ -1,0 +1,11 @@
+def outer():
+    def a():
+        pass
+
+    def b():
+        a()
+
+    b()
+
+
+outer()

@@ -1,0 +1,10 @@
+def helper():
+    return 1
+
+
+def gen():
+    yield helper()
+
+
+for x in gen():
+    pass

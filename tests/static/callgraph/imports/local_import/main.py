@@ -1,0 +1,7 @@
+def f():
+    import to_import
+
+    return to_import.func()
+
+
+f()

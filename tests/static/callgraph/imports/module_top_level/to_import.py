@@ -1,0 +1,9 @@
+def setup():
+    return 1
+
+
+def ready():
+    return STATE
+
+
+STATE = setup()

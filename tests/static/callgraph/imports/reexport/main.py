@@ -1,0 +1,5 @@
+import pkg
+from pkg import s
+
+s()
+pkg.s()

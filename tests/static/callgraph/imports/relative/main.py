@@ -1,0 +1,3 @@
+from pkg.a import entry
+
+entry()

@@ -1,0 +1,5 @@
+from . import c
+
+
+def g():
+    c.leaf()

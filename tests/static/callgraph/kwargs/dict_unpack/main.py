@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def run(cb):
+    cb()
+
+
+opts = {"cb": f}
+run(**opts)

@@ -1,0 +1,9 @@
+def f():
+    pass
+
+
+def run(cb=None):
+    cb()
+
+
+run(cb=f)

@@ -1,0 +1,9 @@
+def f():
+    pass
+
+
+def call(**kw):
+    kw["fn"]()
+
+
+call(fn=f)

@@ -1,0 +1,9 @@
+def h():
+    pass
+
+
+def make():
+    return lambda: h()
+
+
+make()()

@@ -1,0 +1,6 @@
+def f():
+    pass
+
+
+x = lambda: f()
+x()

@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+fs = [f, g]
+fs[1]()

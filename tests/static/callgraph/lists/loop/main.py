@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+for fn in [f, g]:
+    fn()

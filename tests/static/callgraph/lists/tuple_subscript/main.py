@@ -1,0 +1,10 @@
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+t = (f, g)
+t[0]()

@@ -1,0 +1,10 @@
+class A:
+    def m(self):
+        pass
+
+
+class B(A):
+    pass
+
+
+B().m()

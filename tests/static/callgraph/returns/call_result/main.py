@@ -1,0 +1,9 @@
+def g():
+    return 1
+
+
+def f():
+    return g()
+
+
+f()

@@ -1,0 +1,10 @@
+def g():
+    pass
+
+
+def f():
+    return g
+
+
+x = f()
+x()

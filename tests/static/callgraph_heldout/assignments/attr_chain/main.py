@@ -1,0 +1,12 @@
+def f():
+    pass
+
+
+class Cfg:
+    pass
+
+
+cfg = Cfg()
+cfg.fn = f
+g = cfg.fn
+g()

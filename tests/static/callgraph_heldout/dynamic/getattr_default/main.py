@@ -1,0 +1,9 @@
+class Obj:
+    pass
+
+
+def fallback():
+    pass
+
+
+getattr(Obj(), "missing", fallback)()

@@ -1,0 +1,8 @@
+import os.path
+
+
+def base(p):
+    return os.path.basename(p)
+
+
+base("a/b")

@@ -1,0 +1,6 @@
+def _private():
+    pass
+
+
+def work():
+    _private()

@@ -1,0 +1,3 @@
+from helpers import *  # noqa: F403
+
+work()  # noqa: F405

@@ -1,0 +1,9 @@
+def f():
+    pass
+
+
+fs = [
+    lambda: f(),
+    lambda: 0,
+]
+fs[0]()

@@ -1,0 +1,15 @@
+class LogMixin:
+    def log(self):
+        pass
+
+
+class Base:
+    def run(self):
+        self.log()
+
+
+class K(LogMixin, Base):
+    pass
+
+
+K().run()

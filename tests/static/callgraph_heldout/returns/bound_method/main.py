@@ -1,0 +1,9 @@
+class K:
+    def fast(self):
+        pass
+
+    def pick(self):
+        return self.fast
+
+
+K().pick()()
