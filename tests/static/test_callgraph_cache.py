@@ -18,7 +18,8 @@ from blake3 import blake3
 
 from flydeps.cli import main
 from flydeps.static import callgraph, parse
-from flydeps.static.callgraph import FACTS_SHAPE, flow_facts
+from flydeps.static.callfacts import FACTS_SHAPE, FlowFacts
+from flydeps.static.callgraph import flow_facts
 
 HELPERS = """\
 def helper(n):
@@ -86,7 +87,7 @@ def _count_extractions(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Every tree the flow-facts extractor is run on from now on (in this process)."""
     seen: list[object] = []
 
-    def counted(tree: ast.Module) -> callgraph.FlowFacts:
+    def counted(tree: ast.Module) -> FlowFacts:
         seen.append(tree)
         return flow_facts(tree)
 

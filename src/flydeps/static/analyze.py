@@ -38,8 +38,8 @@ from .summary import CodeInfo
 from .symbols import Index, LoadedModule, Target
 
 if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
-    from .callflow import CallGraph
-    from .callgraph import FlowFacts
+    from .callfacts import FlowFacts
+    from .callresult import CallGraph
 
 __all__ = ["Analysis", "analyze", "split_target"]
 
@@ -290,7 +290,8 @@ def _instance_attributes(graph: DepGraph, loader: Loader, index: Index, calls: C
             classes.update(_classes_of(graph.nodes[edge.src]))
     if not wanted:
         return graph
-    from .callflow import build_call_graph, pycg_callee
+    from .callflow import build_call_graph
+    from .callresult import pycg_callee
 
     if calls is None:
         modules = sorted({module for classes, _ in wanted.values() for module, _ in classes})

@@ -1,7 +1,7 @@
 """The stored form of a solved call graph, for the result cache.
 
 Contract: :func:`decode_call_graph` (:func:`encode_call_graph`) rebuilds exactly the
-:class:`~flydeps.static.callflow.CallGraph` that was encoded, from JSON data only, checked
+:class:`~flydeps.static.callresult.CallGraph` that was encoded, from JSON data only, checked
 field by field with the :mod:`flydeps.static.store` shapes (exact types, exact lengths,
 known callee kinds); anything else raises :class:`~flydeps.static.store.Invalid` (or
 ``TypeError``/``ValueError``), which the result cache treats as a miss. A ``calls=True``
@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from .callflow import Callee, CallGraph
+from .callresult import Callee, CallGraph
 from .store import Fixed, Invalid, Seq, Str
 
 __all__ = ["decode_call_graph", "encode_call_graph"]
 
 # A callee is ``[kind, *names]``: 3 strings for project code, classes and instances, 2 for
-# library code (see :data:`~flydeps.static.callflow.Callee`).
+# library code (see :data:`~flydeps.static.callresult.Callee`).
 _CALLEE_SIZES = {"code": 3, "class": 3, "instance": 3, "external": 2}
 _CALLEES = Seq(Seq(Str))
 _SHAPE = Fixed(

@@ -20,7 +20,7 @@ process of their own, so a crash there is a problem of that file only.
 
 Flow facts (:mod:`flydeps.static.callgraph`, for the call graph) are cached the same way in
 an entry of their own kind per file content, validated field by field
-(:data:`~flydeps.static.callgraph.FACTS_SHAPE`), and extracted in the same worker jobs as
+(:data:`~flydeps.static.callfacts.FACTS_SHAPE`), and extracted in the same worker jobs as
 the summaries, but only when asked for (:func:`summarize_with_facts`): runs that want no
 call graph neither compute nor read them.
 """
@@ -47,7 +47,7 @@ from .store import Invalid
 from .summary import SUMMARY_SHAPE, SUMMARY_VERSION, FileSummary
 
 if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
-    from .callgraph import FlowFacts
+    from .callfacts import FlowFacts
 
 __all__ = ["SummaryCache", "cache_dir", "facts_of_source", "scan_imports", "summarize", "summarize_with_facts"]
 
@@ -138,13 +138,16 @@ _FACTS_SUFFIX = "-facts"
 @functools.lru_cache(maxsize=1)
 def _facts_kind() -> str:
     """The entry kind of flow facts: their schema version and a digest of their extractor."""
-    from .callgraph import FACTS_VERSION
+    from .callfacts import FACTS_VERSION
+    from .callgraph import EXTRACTOR_MODULES
 
-    try:
-        code = (Path(__file__).resolve().parent / "callgraph.py").read_bytes()
-    except OSError:
-        code = b"callgraph.py"
-    return "flowfacts-v%d-%s" % (FACTS_VERSION, blake3(code).hexdigest())
+    h = blake3()
+    for name in EXTRACTOR_MODULES:
+        try:
+            h.update((Path(__file__).resolve().parent / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return "flowfacts-v%d-%s" % (FACTS_VERSION, h.hexdigest())
 
 
 class SummaryCache:
@@ -182,7 +185,7 @@ class SummaryCache:
         """The stored flow facts of the file whose bytes have blake3 ``digest``, if valid."""
         if self.directory is None:
             return None
-        from .callgraph import FACTS_SHAPE
+        from .callfacts import FACTS_SHAPE
 
         raw = self.read(_facts_kind(), digest + _FACTS_SUFFIX)
         if raw is None:
@@ -195,7 +198,7 @@ class SummaryCache:
 
     def put_facts(self, digest: str, facts: FlowFacts) -> None:
         if self.directory is not None:
-            from .callgraph import FACTS_SHAPE
+            from .callfacts import FACTS_SHAPE
 
             self.write(_facts_kind(), digest + _FACTS_SUFFIX, FACTS_SHAPE.encode(facts))
 

@@ -1,0 +1,60 @@
+"""The call graph's result type and its PyCG names.
+
+Contract: :class:`CallGraph` is the read-only answer of
+:func:`flydeps.static.callflow.build_call_graph` (stored by :mod:`flydeps.static.callstore`,
+printed by :mod:`flydeps.static.report`); :func:`pycg_code` and :func:`pycg_callee` name
+codes and callees as PyCG does, for ``--format pycg`` and the tree/json call lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["CallGraph", "Callee", "pycg_callee", "pycg_code"]
+
+#: A callee: ``("code", module, scope)`` (a function, method or lambda of the project) or
+#: ``("external", dotted)`` (library code, ``builtins.len``); what an instance attribute
+#: holds may also be ``("instance", module, class)`` or ``("class", module, class)``.
+Callee = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CallGraph:
+    """Who calls what, per code of the analysed modules.
+
+    ``codes`` are ``(module, scope, kind)`` for every code (``scope`` '' and kind
+    ``module`` for a module's import-time code); ``calls`` maps ``(module, scope)`` to its
+    callees; ``attributes`` maps ``(module, class, name)`` to the code, instances and
+    classes that ``self.name`` may hold in a method of the class (assigned through an
+    instance of it, of a base or of a subclass: ``self.act = self.relu``, ``self.helper =
+    Helper()``)."""
+
+    codes: tuple[tuple[str, str, str], ...]
+    calls: Mapping[tuple[str, str], frozenset[Callee]]
+    attributes: Mapping[tuple[str, str, str], frozenset[Callee]]
+
+    def pycg(self) -> dict[str, list[str]]:
+        """PyCG's interchange format: ``{"caller": ["callee", ...]}``, sorted."""
+        out: dict[str, set[str]] = {pycg_code(m, s): set() for m, s, _ in self.codes}
+        for (module, scope), callees in self.calls.items():
+            out.setdefault(pycg_code(module, scope), set()).update(pycg_callee(c) for c in callees)
+        return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def pycg_code(module: str, scope: str) -> str:
+    """``pkg.mod`` for module code, ``pkg.mod.outer.inner`` for a nested function."""
+    if not scope:
+        return module
+    qual = scope.replace(".<locals>.", ".")
+    return f"{module}." + ".".join(part.partition("#")[0] for part in qual.split("."))
+
+
+def pycg_callee(callee: Callee) -> str:
+    """The PyCG name of a callee (``instance of pkg.mod.Cls`` for an attribute's instance)."""
+    if callee[0] in ("code", "class"):
+        return pycg_code(callee[1], callee[2])
+    if callee[0] == "instance":
+        return "instance of " + pycg_code(callee[1], callee[2])
+    dotted = callee[1]
+    return "<builtin>." + dotted[len("builtins.") :] if dotted.startswith("builtins.") else dotted

@@ -1,0 +1,216 @@
+"""The call-graph solver's state: slots, values, the work list and the fixed point.
+
+Contract: :class:`FlowState` holds the flow facts (:mod:`flydeps.static.callfacts`) of the
+modules loaded so far (on demand, through a :data:`FactsSource`), the values each slot
+holds, and the work list: a fact is applied again only when a slot that it read grows
+(:meth:`FlowState.settle`), an expression is re-evaluated only when some slot changed
+(:meth:`FlowState.eval`). It dispatches to ``_f_<kind>`` (facts) and ``_e_<op>``
+(expressions) methods that :mod:`flydeps.static.callflow` defines. It is bounded
+(:data:`MAX_VALUES` per slot, :data:`MAX_ROUNDS` applications per fact on average), so
+library-sized class hierarchies end in seconds, possibly missing calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+
+from .callfacts import FlowFacts
+from .callresult import Callee
+from .symbols import Index, Target
+
+__all__ = ["MAX_ROUNDS", "MAX_VALUES", "FactsSource", "FlowState", "Signature", "Value"]
+
+log = logging.getLogger("flydeps.static")
+
+Value = tuple  # see ``FlowState``: ("fn", m, q), ("cls", m, q), ("inst", m, q), ...
+
+# Work-list budget: how many times, on average, each fact may be applied before the
+# solver gives up (small programs settle in two or three).
+MAX_ROUNDS = 200
+# Values one slot keeps. A ``self`` reached through hundreds of subclasses would otherwise
+# make every attribute read a product of classes x methods (measured: FlyDSL's 134,000
+# lines grew past 20 GB); beyond this a slot stops growing and its readers may miss calls.
+MAX_VALUES = 64
+
+FactsSource = Callable[[str], "FlowFacts | None"]
+
+
+class Signature:
+    """A function's parameters and flags, from its ``sig`` fact."""
+
+    __slots__ = ("flags", "positional", "names", "vararg", "kwarg")
+
+    def __init__(self, flags: str, params: str) -> None:
+        self.flags = frozenset(flags.split(",")) - {""}
+        parts = [p.split(":", 1) for p in params.split(",") if p]
+        self.positional = [n for k, n in parts if k == "p"]
+        self.names = {n for k, n in parts if k in ("p", "k")}
+        self.vararg = next((n for k, n in parts if k == "*"), "")
+        self.kwarg = next((n for k, n in parts if k == "**"), "")
+
+
+class FlowState:
+    """Slots, values and the fixed point.
+
+    Values are tuples: ``("fn", m, q)`` a function or lambda, ``("cls", m, q)`` a class,
+    ``("inst", m, q)`` an instance, ``("meth", m, q, self)`` a bound method, ``("mod", m)``
+    a project module, ``("ext", dotted)`` library code, ``("cont", m, id)`` a container,
+    ``("cmeth", m, id, name)`` a container's method, ``("gen", m, q)`` a generator,
+    ``("super", m, class, self)`` a ``super()`` object."""
+
+    def __init__(self, index: Index, facts_of: FactsSource) -> None:
+        self.index, self.facts_of = index, facts_of
+        self.modules: dict[str, FlowFacts] = {}
+        self.missing: set[str] = set()
+        self.slots: defaultdict[tuple, set[Value]] = defaultdict(set)
+        self.keys: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self.sigs: dict[tuple[str, str], Signature] = {}
+        self.calls: defaultdict[tuple[str, str], set[Callee]] = defaultdict(set)
+        # Expression values with the slots they read, valid while ``epoch`` (the count of
+        # slot changes) is the same.
+        self.memo: dict[tuple[str, int], tuple[int, frozenset[Value], frozenset[tuple]]] = {}
+        self.epoch = 0
+        # The work list: facts to (re)apply; a fact is applied again when a slot it read grows.
+        self.queue: deque[tuple[str, int]] = deque()
+        self.queued: set[tuple[str, int]] = set()
+        self.readers: defaultdict[tuple, set[tuple[str, int]]] = defaultdict(set)
+        self.reading: list[set[tuple]] = []
+        # (``self`` slot of a method, an instance of its class): given to the methods that
+        # no call reaches with an instance, once the flow has settled (see ``solve``).
+        self.seeds: list[tuple[tuple, Value]] = []
+
+    # -- modules and slots ---------------------------------------------------------------
+    def need(self, name: str) -> None:
+        if name in self.modules or name in self.missing:
+            return
+        facts = self.facts_of(name)
+        if facts is None:
+            self.missing.add(name)
+            return
+        self.modules[name] = facts
+        for number, (kind, _, _) in enumerate(facts.facts):
+            if kind != "sig":
+                self.enqueue((name, number))
+        for kind, text, _ in facts.facts:
+            if kind == "sig":
+                qual, flags, params = text.split("\0")
+                sig = self.sigs[(name, qual)] = Signature(flags, params)
+                if sig.vararg:
+                    self.add(("v", name, qual, sig.vararg), {("cont", name, "*" + qual)})
+                if sig.kwarg:
+                    self.add(("v", name, qual, sig.kwarg), {("cont", name, "**" + qual)})
+                if "method" in sig.flags and sig.positional and "staticmethod" not in sig.flags:
+                    owner = qual.rpartition(".")[0]
+                    kind = "cls" if "classmethod" in sig.flags else "inst"
+                    self.seeds.append((("v", name, qual, sig.positional[0]), (kind, name, owner)))
+
+    def add(self, slot: tuple, values: Iterable[Value]) -> None:
+        held = self.slots[slot]
+        before = len(held)
+        if before >= MAX_VALUES:  # saturated: library-sized hierarchies would grow without end
+            return
+        held.update(values)
+        if len(held) != before:
+            self.epoch += 1
+            self.wake(slot)
+            if slot[0] == "e" and slot[3] not in self.keys[(slot[1], slot[2])]:
+                self.keys[(slot[1], slot[2])].add(slot[3])
+                self.wake(("keys", slot[1], slot[2]))
+
+    def wake(self, slot: tuple) -> None:
+        for fact in self.readers.get(slot, ()):
+            self.enqueue(fact)
+
+    def enqueue(self, fact: tuple[str, int]) -> None:
+        if fact not in self.queued:
+            self.queued.add(fact)
+            self.queue.append(fact)
+
+    def slot(self, *key: str) -> set[Value]:
+        if self.reading:
+            self.reading[-1].add(key)
+        found = self.slots.get(key)
+        return found if found is not None else set()
+
+    def container_keys(self, owner: str, cid: str) -> set[str]:
+        if self.reading:
+            self.reading[-1].add(("keys", owner, cid))
+        found = self.keys.get((owner, cid))
+        return found if found is not None else set()
+
+    # -- the fixed point -----------------------------------------------------------------
+    def solve(self) -> None:
+        """Settle the flow; then give ``self`` (``cls``) of every method that no call
+        reached an instance of its class or of any analysed subclass (as PyCG gives all
+        methods their own class: the calls of a class nothing instantiates still resolve)
+        and settle again. Seeding only those keeps a base method run by subclass instances
+        dispatching on the subclasses alone."""
+        self.settle()
+        while True:
+            empty = [(slot, value) for slot, value in self.seeds if not self.slots.get(slot)]
+            if not empty:
+                return
+            subclasses = self.subclasses()
+            for slot, (kind, module, qual) in empty:  # the class or any analysed subclass
+                self.add(slot, {(kind, m, q) for m, q in [(module, qual), *subclasses.get((module, qual), ())]})
+            self.settle()
+
+    def subclasses(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """Every analysed class under each class of its MRO."""
+        out: defaultdict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        for module, facts in list(self.modules.items()):
+            for qual, kind, _ in facts.scopes:
+                if kind == "class":
+                    for base in self.index.mro(Target("class", module=module, qualname=qual))[1:]:
+                        if base.kind == "class":
+                            out[(base.module, base.qualname)].append((module, qual))
+        return out
+
+    def settle(self) -> None:
+        """Apply facts from the work list until no slot grows (or the step budget ends)."""
+        budget = MAX_ROUNDS * max(1, len(self.queue))
+        while self.queue and budget:
+            budget -= 1
+            fact = self.queue.popleft()
+            self.queued.discard(fact)
+            module, number = fact
+            kind, text, operands = self.modules[module].facts[number]
+            self.reading.append(set())
+            getattr(self, "_f_" + kind)(module, text, operands)
+            for slot in self.reading.pop():
+                self.readers[slot].add(fact)
+        if self.queue:
+            log.debug("call graph: step budget spent before a fixed point; edges may be missing")
+
+    def eval(self, module: str, number: int) -> frozenset[Value]:
+        key = (module, number)
+        found = self.memo.get(key)
+        if found is not None and found[0] == self.epoch:
+            if self.reading:
+                self.reading[-1].update(found[2])
+            return found[1]
+        op, text, operands = self.modules[module].exprs[number]
+        self.reading.append(set())
+        epoch = self.epoch
+        values = frozenset(getattr(self, "_e_" + op)(module, number, text, operands))
+        reads = frozenset(self.reading.pop())
+        if self.reading:
+            self.reading[-1].update(reads)
+        self.memo[key] = (epoch, values, reads)
+        return values
+
+    def elements(self, container: Value, key: str) -> set[Value]:
+        if container[0] == "gen":
+            return set(self.slot("y", container[1], container[2]))
+        if container[0] != "cont":
+            return set()
+        owner, cid = container[1], container[2]
+        keys = self.container_keys(owner, cid)
+        if key and key in keys:
+            return self.slot("e", owner, cid, key) | self.slot("e", owner, cid, "?")
+        out: set[Value] = set()
+        for k in keys:
+            out |= self.slot("e", owner, cid, k)
+        return out
