@@ -130,7 +130,7 @@ class ResultCache:
 
     def load(self, key: str, project: Project) -> tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]] | None:
         """The stored analysis for ``key`` if every input it read is unchanged, else None."""
-        found = self.load_with(key, project, lambda extra: extra, variant="r")
+        found = self._load("r" + key, project, None)
         return found[0] if found is not None else None
 
     def save(self, key: str, project: Project, read: Iterable[tuple[str, str]], analysis: Analysis) -> None:
@@ -139,25 +139,10 @@ class ResultCache:
     def load_with(
         self, key: str, project: Project, decode: Callable[[object], _T], *, variant: str
     ) -> tuple[tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]], _T] | None:
-        """As :meth:`load`, for an entry saved by :meth:`save_with` under ``variant`` (one
-        letter, not ``r``): the analysis and its extra document, rebuilt (and validated) by
-        ``decode``; anything ``decode`` raises makes the entry a miss."""
-        raw = self.store.read(_KIND_TAG, variant + key)
-        if raw is None:
-            return None
-        try:
-            if variant != "r":
-                if type(raw) is not list or len(raw) != 2:
-                    raise Invalid("not a result entry with an extra document")
-                raw, extra = raw
-            table, rows = _table(raw)
-            if not _still_valid(_inputs(table, rows), project):
-                return None
-            revived = _revive(table, rows)
-            return (revived, decode(extra if variant != "r" else None)) if revived is not None else None
-        except Exception as exc:  # a foreign or corrupted entry (Invalid, IndexError...) is a miss, never an error
-            log.debug("ignoring unusable result-cache entry %s: %s", key, exc)
-            return None
+        """As :meth:`load`, for an entry saved by :meth:`save_with` under ``variant``: the
+        analysis and its extra document, rebuilt (and validated) by ``decode``; anything
+        ``decode`` raises makes the entry a miss."""
+        return self._load(_variant(variant) + key, project, decode)  # type: ignore[return-value]
 
     def save_with(
         self,
@@ -171,7 +156,38 @@ class ResultCache:
     ) -> None:
         """Store ``analysis`` with an extra JSON-able document (what a variant of the request
         also computed, e.g. the call graph) under ``variant`` + ``key``."""
-        self.store.write(_KIND_TAG, variant + key, [_encode(project, read, analysis), extra])
+        self.store.write(_KIND_TAG, _variant(variant) + key, [_encode(project, read, analysis), extra])
+
+    def _load(
+        self, name: str, project: Project, decode: Callable[[object], object] | None
+    ) -> tuple[tuple[DepGraph, tuple[Diagnostic, ...], Mapping[str, str]], object] | None:
+        """The entry ``name``: a plain analysis (``decode`` None) or ``[analysis, extra]``."""
+        raw = self.store.read(_KIND_TAG, name)
+        if raw is None:
+            return None
+        try:
+            extra = None
+            if decode is not None:
+                if type(raw) is not list or len(raw) != 2:
+                    raise Invalid("not a result entry with an extra document")
+                raw, extra = raw
+            table, rows = _table(raw)
+            if not _still_valid(_inputs(table, rows), project):
+                return None
+            revived = _revive(table, rows)
+            if revived is None:
+                return None
+            return revived, (decode(extra) if decode is not None else None)
+        except Exception as exc:  # a foreign or corrupted entry (Invalid, IndexError...) is a miss, never an error
+            log.debug("ignoring unusable result-cache entry %s: %s", name, exc)
+            return None
+
+
+def _variant(variant: str) -> str:
+    """A variant's one-letter prefix; ``r`` is the plain entry's."""
+    if len(variant) != 1 or variant == "r":
+        raise ValueError(f"result-cache variant must be one letter other than 'r', got {variant!r}")
+    return variant
 
 
 _KIND_TAG = "result-" + _VERSION.decode()
