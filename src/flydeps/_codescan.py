@@ -18,8 +18,8 @@ from types import CodeType
 from blake3 import blake3
 
 from ._bytecode import _TAG, REF_NAMES, NameRef, canonical_const, refs_from
-from ._normalize import PAIR_HALVES, inline_exit_blocks, static_swaps
-from ._opcodes import COPIES_EXIT_BLOCKS, TABLE, ArgKind, OpTable
+from ._normalize import PAIR_HALVES, inline_exit_blocks, split_shared_exit_blocks, static_swaps
+from ._opcodes import COPIES_EXIT_BLOCKS, SHARES_EXIT_BLOCKS, TABLE, ArgKind, OpTable
 
 __all__ = ["Decoded", "assemble", "decode", "exception_token", "header", "name_token", "target_index"]
 
@@ -113,6 +113,8 @@ def assemble(code: CodeType, decoded: Decoded) -> tuple[str, tuple[NameRef, ...]
     ]
     if COPIES_EXIT_BLOCKS and targets:
         tokens, targets, exceptions = inline_exit_blocks(tokens, targets, exceptions)
+    if SHARES_EXIT_BLOCKS and targets:
+        tokens, targets, exceptions = split_shared_exit_blocks(tokens, targets, exceptions)
     parts = [header(code), *tokens]
     for p, target in targets.items():
         parts[p + 1] += b" ->%d" % target

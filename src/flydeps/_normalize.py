@@ -12,14 +12,18 @@ over several lines compiles differently:
   the same rule with line numbers ignored, so both layouts give the same stream;
 * small exit blocks (3.13): a ``return``/``raise`` block reached by an unconditional jump
   is copied into the jump only while its line-event ``NOP``s keep it small; the digest
-  copies it whenever its real instructions are few enough.
+  copies it whenever its real instructions are few enough;
+* shared exit blocks (3.10): whether a small exit block reached by a jump is also the
+  one a preceding block falls into, or that block got a copy of its own, depends on the
+  lines too; the digest gives the falling-through block its own copy whenever the block
+  is small.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["PAIR_HALVES", "inline_exit_blocks", "static_swaps"]
+__all__ = ["PAIR_HALVES", "inline_exit_blocks", "split_shared_exit_blocks", "static_swaps"]
 
 # A super-instruction and the two instructions it runs, in order.
 PAIR_HALVES: dict[str, tuple[str, str]] = {
@@ -102,6 +106,7 @@ def _may_swap(names: Sequence[str], arguments: Sequence[bytes], order: list[int]
 
 _EXITS = (b"\nRETURN_VALUE", b"\nRETURN_CONST", b"\nRAISE_VARARGS", b"\nRERAISE")
 _UNCONDITIONAL = (b"\nJUMP_FORWARD", b"\nJUMP_BACKWARD")  # incl. JUMP_BACKWARD_NO_INTERRUPT
+_NO_FALLTHROUGH = (*_EXITS, *_UNCONDITIONAL, b"\nJUMP_ABSOLUTE")
 _MAX_COPY_SIZE = 4  # CPython's MAX_COPY_SIZE
 
 
@@ -123,17 +128,7 @@ def inline_exit_blocks(
         block = _exit_block(tokens, jumps, covered, starts, target)
         if block is not None:
             copies[j] = block
-    if not copies:
-        return tokens, jumps, exceptions
-    out: list[bytes] = []
-    renumber: dict[int, int] = {}
-    for p, token in enumerate(tokens):
-        renumber[p] = len(out)
-        out.extend(copies.get(p, (token,)))
-    renumber[len(tokens)] = len(out)
-    moved = {renumber[p]: renumber[t] for p, t in jumps.items() if p not in copies}
-    table = [(renumber[s], renumber[e], renumber[h], depth, lasti) for s, e, h, depth, lasti in exceptions]
-    return out, moved, table
+    return _splice(tokens, jumps, exceptions, copies, replace=True)
 
 
 def _exit_block(
@@ -146,3 +141,57 @@ def _exit_block(
         if tokens[p].startswith(_EXITS):
             return tokens[target : p + 1]
     return None
+
+
+def split_shared_exit_blocks(
+    tokens: list[bytes], jumps: dict[int, int], exceptions: list[tuple[int, int, int, int, int]]
+) -> tuple[list[bytes], dict[int, int], list[tuple[int, int, int, int, int]]]:
+    """3.10 gives a block that falls into a small exit block its own copy of it, or not,
+    depending on line numbers (the same code written over more lines shares the block
+    with the jumps to it). The digest always gives the falling-through block a copy: a
+    small exit block (at most 4 instructions, ending in a return or raise, outside any
+    ``try``) entered both by falling through and by a jump is emitted twice, the first
+    copy for the fall-through, the second, where the jumps now land, for the jumps.
+
+    Same arguments and results as :func:`inline_exit_blocks`."""
+    covered = {p for start, end, *_ in exceptions for p in range(start, end)}
+    starts = set(jumps.values()) | {p for e in exceptions for p in e[:3]}
+    copies: dict[int, list[bytes]] = {}
+    for target in sorted(set(jumps.values())):
+        if target == 0 or target >= len(tokens) or tokens[target - 1].startswith(_NO_FALLTHROUGH):
+            continue
+        block = _exit_block(tokens, jumps, covered, starts, target)
+        if block is not None:
+            copies[target] = block
+    return _splice(tokens, jumps, exceptions, copies, replace=False)
+
+
+def _splice(
+    tokens: list[bytes],
+    jumps: dict[int, int],
+    exceptions: list[tuple[int, int, int, int, int]],
+    copies: dict[int, list[bytes]],
+    *,
+    replace: bool,
+) -> tuple[list[bytes], dict[int, int], list[tuple[int, int, int, int, int]]]:
+    """``copies[p]`` put in place of instruction ``p`` (``replace``: a jump and the jump
+    with it) or just before it (the jumps to ``p`` then land after the copy); jumps and
+    exception-table positions renumbered."""
+    if not copies:
+        return tokens, jumps, exceptions
+    out: list[bytes] = []
+    renumber: dict[int, int] = {}
+    for p, token in enumerate(tokens):
+        copy = copies.get(p)
+        if copy is not None and not replace:
+            out.extend(copy)
+        renumber[p] = len(out)
+        if copy is not None and replace:
+            out.extend(copy)
+        else:
+            out.append(token)
+    renumber[len(tokens)] = len(out)
+    dropped = copies if replace else {}
+    moved = {renumber[p]: renumber[t] for p, t in jumps.items() if p not in dropped}
+    table = [(renumber[s], renumber[e], renumber[h], depth, lasti) for s, e, h, depth, lasti in exceptions]
+    return out, moved, table

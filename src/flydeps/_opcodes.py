@@ -17,7 +17,7 @@ import opcode
 import sys
 from dataclasses import dataclass
 
-__all__ = ["COPIES_EXIT_BLOCKS", "ArgKind", "OpTable", "TABLE"]
+__all__ = ["COPIES_EXIT_BLOCKS", "SHARES_EXIT_BLOCKS", "ArgKind", "OpTable", "TABLE"]
 
 
 class ArgKind:
@@ -111,3 +111,5 @@ def _build() -> OpTable | None:
 TABLE: OpTable | None = _build()
 # 3.13 copies small exit blocks into jumps depending on line-event NOPs (see _normalize).
 COPIES_EXIT_BLOCKS = sys.version_info >= (3, 13)
+# 3.10 shares a small exit block with the block falling into it, or copies it, depending on lines.
+SHARES_EXIT_BLOCKS = sys.version_info < (3, 11)

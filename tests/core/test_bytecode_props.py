@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import CodeType, SimpleNamespace
 from typing import Any
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from flydeps._bytecode import code_digest, find_code, is_function_code, qualname_of
@@ -259,6 +259,17 @@ layouts = st.builds(
 
 @SETTINGS
 @given(choices, layouts)
+@example(  # 3.10 shared an exit block with the block falling into it only in the split layout
+    base=[1, 864, 0, 0, 0, 1138],
+    layout=Layout(
+        lines_above=0,
+        docstring=False,
+        comment_lines=False,
+        trailing_comments=False,
+        blank_lines=False,
+        split_expressions=True,
+    ),
+)
 def test_layout_never_changes_the_digest(base: list[int], layout: Layout) -> None:
     plain, written = Program(base).source(), Program(base, layout).source()
     code_plain, code_written = compiled(plain), compiled(written)
