@@ -3,8 +3,10 @@
 * ``flydeps._watchext`` (CPython >= 3.12): dict/type/function watcher backend of ``flydeps._watch``.
 * ``flydeps._dictver`` (CPython 3.10/3.11): PEP 509 dict version tags for guards (``flydeps._watch``).
 * ``flydeps._fastcache`` (CPython >= 3.10): the warm-hit path of ``flydeps.cached_factory``.
+* ``flydeps._scanext`` (CPython 3.10-3.13): the inner loop of the direct ``co_code`` decoder
+  (``flydeps._codescan``), the cold path's code digests.
 
-Both are optional: when one cannot be built (no compiler, no Python headers, older or
+All are optional: when one cannot be built (no compiler, no Python headers, older or
 non-CPython interpreter) the install still succeeds and the pure-Python paths are used.
 """
 
@@ -20,5 +22,8 @@ if platform.python_implementation() == "CPython" and (3, 10) <= sys.version_info
     ext_modules.append(Extension("flydeps._dictver", ["src/flydeps/_dictver.c"], optional=True))
 if platform.python_implementation() == "CPython" and sys.version_info >= (3, 10):
     ext_modules.append(Extension("flydeps._fastcache", ["src/flydeps/_fastcache.c"], optional=True))
+
+if platform.python_implementation() == "CPython" and (3, 10) <= sys.version_info < (3, 14):
+    ext_modules.append(Extension("flydeps._scanext", ["src/flydeps/_scanext.c"], optional=True))
 
 setup(ext_modules=ext_modules)

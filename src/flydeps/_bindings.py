@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 import functools
 import gc
-from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
+from typing import NamedTuple
 
 __all__ = ["Binding", "BindingKind", "MISSING", "class_dict", "dict_items", "is_a", "is_code", "lookup_mro"]
 
@@ -34,13 +34,17 @@ class BindingKind(str, enum.Enum):
     CELL = "cell"  # container is a closure cell
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Binding:
+class Binding(NamedTuple):
     """``container[key]`` / ``container.key`` held ``expected`` when the graph was built.
 
     ``node`` is the graph node whose digest depends on it, ``label`` the dotted name a
     user would recognise (``pkg.mem._load_q``), ``code`` whether the bound thing is code
     (function, class, module, code swap) rather than a data value.
+
+    An immutable record built in C (discovery records several per helper: a frozen
+    dataclass's Python ``__init__`` was a tenth of a cold fingerprint). Compared and
+    hashed by identity, as before: comparing by value would call ``expected.__eq__``,
+    user code.
     """
 
     kind: BindingKind
@@ -50,6 +54,15 @@ class Binding:
     node: str
     label: str
     code: bool
+
+    def __eq__(self, other: object) -> bool:  # identity: never the values' own __eq__
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
 
     def current(self) -> object:
         """What the binding holds now (``MISSING`` when gone). Never runs user code."""

@@ -16,6 +16,8 @@ from .graph import DepGraph, Edge, EdgeKind, Node, NodeKind, external_id, unreso
 
 __all__ = ["GraphBuilder"]
 
+_new = tuple.__new__
+
 
 class GraphBuilder:
     """Nodes and edges of a graph under construction."""
@@ -32,7 +34,7 @@ class GraphBuilder:
         return True
 
     def edge(self, src: str, dst: str, kind: EdgeKind, label: str = "") -> None:
-        self.edges.setdefault(Edge(src, dst, kind, label), None)
+        self.edges.setdefault(_new(Edge, (src, dst, kind, label)), None)  # Edge(...) without its Python __new__
 
     def external(self, dotted: str) -> str:
         """The library leaf ``external:<dotted>``."""

@@ -33,9 +33,8 @@ import struct
 import sys
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from types import CodeType
-from typing import Any
+from typing import Any, NamedTuple
 
 from blake3 import blake3
 
@@ -57,22 +56,33 @@ _TAG = f"flydeps-code-v2:{sys.implementation.cache_tag}".encode()
 _POSITIONS_TAG = b"flydeps-positions-v1"
 
 
+class _KeyedRef(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that knows its memo key (no closure per entry)."""
+
+    __slots__ = ("key",)
+    key: int
+
+
 class _CodeMemo(dict):  # type: ignore[type-arg]
     """Results per code object *identity* (code objects that compare equal may differ in
     file name or qualified names), dropped when the code object is collected."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._drop_entry = self._drop  # one bound method for every entry's callback
 
     def lookup(self, code: CodeType) -> Any:
         entry = self.get(id(code))
         return entry[1] if entry is not None and entry[0]() is code else None
 
     def store(self, code: CodeType, result: Any) -> None:
-        key = id(code)
+        ref = _KeyedRef(code, self._drop_entry)
+        ref.key = key = id(code)
+        self[key] = (ref, result)
 
-        def drop(ref: "weakref.ref[CodeType]") -> None:
-            if self.get(key, (None,))[0] is ref:
-                del self[key]
-
-        self[key] = (weakref.ref(code, drop), result)
+    def _drop(self, ref: _KeyedRef) -> None:
+        if self.get(ref.key, (None,))[0] is ref:
+            del self[ref.key]
 
 
 _analysis = _CodeMemo()  # code -> (digest, own references)
@@ -143,19 +153,28 @@ def _positions_digest(code: CodeType) -> str:
     for nested in nested_codes(code):
         if not is_function_code(nested):
             h.update(b"\ninline " + code_digest(nested, positions=True).encode())
-    return h.hexdigest()
+    return h.digest().hex()
+
+
+_DECODE: Any = None  # flydeps._codescan.decode, bound on first use (it imports this module)
+
+
+def _load_decoder() -> Any:
+    global _DECODE
+    from ._codescan import decode
+
+    _DECODE = decode
+    return decode
 
 
 def _analyze(code: CodeType) -> tuple[str, tuple[NameRef, ...]]:
     """Digest and own name references of ``code`` from one decoding of its instructions
     (decoding dominates the cold cost of both), memoized per code object."""
-    cached = _analysis.lookup(code)
-    if cached is not None:
-        return cached
+    entry = _analysis.get(id(code))  # _analysis.lookup(code), inline: twice per function walked
+    if entry is not None and entry[0]() is code:
+        return entry[1]  # type: ignore[no-any-return]
     if TABLE is not None:
-        from ._codescan import decode
-
-        result = decode(code, TABLE)
+        result = (_DECODE or _load_decoder())(code, TABLE)
     else:  # an interpreter without tables: the dis reference is the implementation
         from . import _disref
 
@@ -164,9 +183,9 @@ def _analyze(code: CodeType) -> tuple[str, tuple[NameRef, ...]]:
     return result
 
 
-@dataclass(frozen=True, slots=True)
-class NameRef:
-    """A name a code object reads, with the attribute chain that follows it.
+class NameRef(NamedTuple):
+    """A name a code object reads, with the attribute chain that follows it (an immutable
+    record; a ``NamedTuple``, built and hashed in C: every function walked has several).
 
     ``scope`` is ``global`` (LOAD_GLOBAL / LOAD_NAME: module globals, then builtins),
     ``free`` (a closure variable), ``local`` (a local or argument, e.g. ``self``) or
@@ -183,16 +202,21 @@ class NameRef:
 def code_refs(code: CodeType) -> tuple[NameRef, ...]:
     """Names read by ``code`` and the comprehensions/class bodies folded into it, in
     first-use order. Nested functions are not included: they are nodes of their own."""
-    refs: dict[NameRef, None] = dict.fromkeys(_analyze(code)[1])
-    for nested in nested_codes(code):
-        if not is_function_code(nested):
-            refs.update(dict.fromkeys(code_refs(nested)))
+    own = _analyze(code)[1]
+    folded = [c for c in code.co_consts if type(c) is CodeType and not is_function_code(c)]
+    if not folded:
+        return own  # already first-use ordered and unique
+    refs: dict[NameRef, None] = dict.fromkeys(own)
+    for nested in folded:
+        refs.update(dict.fromkeys(code_refs(nested)))
     return tuple(refs)
 
 
 _ATTR_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _LOCAL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"})
+_DEREF_LOADS = frozenset({"LOAD_DEREF", "LOAD_CLASSDEREF"})
+_CONST_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
 # The opcodes whose arguments the references read (all others only end a chain).
 REF_NAMES = (
     _ATTR_OPS
@@ -207,34 +231,28 @@ def refs_from(code: CodeType, instructions: Iterable[tuple[int, str, object]]) -
     (instruction index, opname, resolved argument), filler dropped; instructions that
     read no name may be left out (a gap in the indices ends an attribute chain)."""
     refs: dict[tuple[str, str, tuple[str, ...], int], None] = {}  # NameRef fields, first use first
-    chain_base: tuple[str, str] | None = None
+    base: tuple[str, str] | None = None  # (scope, name) of the chain being read
     attrs: list[str] = []
     consts: list[object] = []  # constants pushed since the last other instruction
-
-    def flush() -> None:
-        nonlocal chain_base
-        if chain_base is not None:
-            refs.setdefault((chain_base[0], chain_base[1], tuple(attrs), 0), None)
-        chain_base = None
-        attrs.clear()
-
     previous = -2
-    for index, name, argval in instructions:
+    for index, name, argval in instructions:  # cold path: no helper calls in the loop
         adjacent, previous = index == previous + 1, index
         if not adjacent:
             consts.clear()
-        if name in _ATTR_OPS and chain_base is not None and adjacent:
-            attrs.append(str(argval))
-            continue
-        if chain_base is not None:
-            flush()
+        if base is not None:
+            if adjacent and name in _ATTR_OPS:
+                attrs.append(str(argval))
+                continue
+            refs.setdefault((base[0], base[1], tuple(attrs), 0), None)
+            base = None
+            attrs.clear()
         if name in _GLOBAL_OPS and not (name == "LOAD_NAME" and argval == "__annotations__"):
             # (a class body's own annotation dict, set up by SETUP_ANNOTATIONS: not a global)
-            chain_base = ("global", str(argval))
-        elif name in ("LOAD_DEREF", "LOAD_CLASSDEREF") and argval in code.co_freevars:
-            chain_base = ("free", str(argval))
+            base = ("global", str(argval))
         elif name in _LOCAL_LOADS:
-            chain_base = ("local", str(argval))
+            base = ("local", str(argval))
+        elif name in _DEREF_LOADS and argval in code.co_freevars:
+            base = ("free", str(argval))
         elif name == "IMPORT_NAME":
             # The level was pushed two instructions before: LOAD_CONST level; LOAD_CONST fromlist.
             level = consts[-2] if len(consts) >= 2 and type(consts[-2]) is int else 0
@@ -244,12 +262,13 @@ def refs_from(code: CodeType, instructions: Iterable[tuple[int, str, object]]) -
             last = next((r for r in reversed(refs) if r[0] == "import"), None)
             if last is not None:
                 refs.setdefault(("import", last[1], (str(argval),), last[3]), None)
-        if name in ("LOAD_CONST", "LOAD_SMALL_INT"):
+        if name in _CONST_LOADS:
             consts.append(argval)
-        else:
+        elif consts:
             consts.clear()
-    flush()
-    return tuple(NameRef(*ref) for ref in refs)
+    if base is not None:
+        refs.setdefault((base[0], base[1], tuple(attrs), 0), None)
+    return tuple(map(NameRef._make, refs))
 
 
 def nested_codes(code: CodeType) -> Iterator[CodeType]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType
+from typing import Any
 
 from blake3 import blake3
 
+from . import settings
 from ._bytecode import _TAG, REF_NAMES, NameRef, canonical_const, refs_from
 from ._normalize import PAIR_HALVES, inline_exit_blocks, split_shared_exit_blocks, static_swaps
 from ._opcodes import COPIES_EXIT_BLOCKS, SHARES_EXIT_BLOCKS, TABLE, ArgKind, OpTable
@@ -29,6 +31,58 @@ _FLAGS_IGNORED = 0x0010 | 0x0040
 _REF_OPS = frozenset(op for op, name in enumerate(TABLE.names) if name in REF_NAMES) if TABLE else frozenset()
 
 _HEADERS: dict[tuple, bytes] = {}  # most helpers share a signature shape: encode each once
+
+
+# Reference classes of the C loop (R_* in _scanext.c): how refs_from treats each opname it
+# reads; 1 for a read instruction that only ends a chain (STORE_FAST, a half of a pair).
+_REF_CLASSES = {
+    "LOAD_ATTR": 2,
+    "LOAD_METHOD": 2,
+    "LOAD_GLOBAL": 3,
+    "LOAD_NAME": 4,
+    "LOAD_FAST": 5,
+    "LOAD_FAST_CHECK": 5,
+    "LOAD_FAST_BORROW": 5,
+    "LOAD_DEREF": 6,
+    "LOAD_CLASSDEREF": 6,
+    "IMPORT_NAME": 7,
+    "IMPORT_FROM": 8,
+    "LOAD_CONST": 9,
+    "LOAD_SMALL_INT": 9,
+}
+assert set(_REF_CLASSES) == REF_NAMES, "every opname references read has a class in the C loop"
+
+
+def _load_scanext() -> Any:
+    """The C loop (:mod:`flydeps._scanext`) configured with ``TABLE``, or None where it was
+    not built or ``FLYDEPS_SCANEXT=0`` (the Python loop then decodes; same bytes)."""
+    if TABLE is None or not settings.flag("FLYDEPS_SCANEXT", True):
+        return None
+    try:
+        from . import _scanext as ext  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    first = tuple(PAIR_HALVES.get(name, (None, None))[0] for name in TABLE.names)
+    second = tuple(PAIR_HALVES.get(name, (None, None))[1] for name in TABLE.names)
+    ext.configure(
+        bytes(TABLE.kinds),
+        bytes(TABLE.sizes),
+        bytes(TABLE.shifts),
+        bytes(_REF_CLASSES.get(name, 0) if op in _REF_OPS else 0 for op, name in enumerate(TABLE.names)),
+        TABLE.names,
+        TABLE.tokens,
+        first,
+        second,
+        bytes(_REF_CLASSES.get(half or "", 1) if half else 0 for half in (*first, *second)),
+        TABLE.extended_arg,
+        -1 if TABLE.swap is None else TABLE.swap,
+        TABLE.localsplus,
+        COPIES_EXIT_BLOCKS or SHARES_EXIT_BLOCKS,
+        _TAG,
+        _FLAGS_IGNORED,
+        NameRef,
+    )
+    return ext
 
 
 def header(code: CodeType) -> bytes:
@@ -94,6 +148,7 @@ class Decoded:
     seen: list[tuple[int, str, object]]
     has_swap: bool
     describe: Callable[[], tuple[list[str], list[bytes], list[int]]]
+    refs: tuple[NameRef, ...] | None = None  # already read from ``seen`` (the C loop reads them itself)
 
 
 def assemble(code: CodeType, decoded: Decoded) -> tuple[str, tuple[NameRef, ...]]:
@@ -119,7 +174,8 @@ def assemble(code: CodeType, decoded: Decoded) -> tuple[str, tuple[NameRef, ...]
     for p, target in targets.items():
         parts[p + 1] += b" ->%d" % target
     parts += [exception_token(*entry) for entry in exceptions]
-    return blake3(b"".join(parts)).hexdigest(), refs_from(code, decoded.seen)
+    refs = decoded.refs if decoded.refs is not None else refs_from(code, decoded.seen)
+    return blake3(b"".join(parts)).digest().hex(), refs
 
 
 def _apply_static_swaps(code: CodeType, decoded: Decoded) -> tuple[list[bytes], list[int], dict[int, int]]:
@@ -140,7 +196,27 @@ def _apply_static_swaps(code: CodeType, decoded: Decoded) -> tuple[list[bytes], 
 
 
 def decode(code: CodeType, table: OpTable) -> tuple[str, tuple[NameRef, ...]]:
-    """Digest and references from ``co_code`` read directly (no ``dis``)."""
+    """Digest and references from ``co_code`` read directly (no ``dis``): through the C
+    loop (:mod:`flydeps._scanext`) where it was built for ``table``, else :func:`_scan`."""
+    if _scanext is not None and table is TABLE:
+        raw = code.co_code
+        got = _scanext.scan(code, raw, canonical_const)
+        if got is not None and len(got) == 2:  # no layout rule applies: the stream is final
+            stream, refs = got  # the header included
+            return blake3(stream).digest().hex(), refs
+        if got is not None:  # a SWAP or a jump-layout rule: the rules are applied here
+            units, tokens, jumps, refs, has_swap = got
+            resolve = _Arguments(code, table)
+            described = Decoded(
+                units,
+                tokens,
+                jumps,
+                [],
+                has_swap,
+                lambda: resolve.describe(units, tokens, raw),
+                refs,
+            )
+            return assemble(code, described)
     return assemble(code, _scan(code, table))
 
 
@@ -291,3 +367,6 @@ def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int, int
             fields.append(value)
         start, length, target, depth_lasti = fields
         yield start, start + length, target, depth_lasti >> 1, depth_lasti & 1
+
+
+_scanext = _load_scanext()

@@ -285,6 +285,8 @@ def function_qualname(fn: FunctionType, code: CodeType) -> str:
 
 def defining_class(fn: FunctionType, qualname: str) -> type | None:
     """The class a function was defined in, found through its qualname (``A.B.f``)."""
+    if "." not in qualname:  # a module-level function
+        return None
     parts = qualname.split(".")
     if len(parts) < 2 or "<locals>" in parts:
         return None

@@ -18,27 +18,32 @@ from types import CodeType, ModuleType
 
 from blake3 import blake3
 
-from . import _origin
-from ._bindings import MISSING, BindingKind, class_dict, is_a, is_code, lookup_mro
+from ._bindings import _CODE_TYPES, MISSING, BindingKind, class_dict, is_a, lookup_mro
 from ._builder import GraphBuilder
 from ._bytecode import NameRef, code_refs
-from ._objects import class_id, is_external_type, module_dict, module_name, module_of, object_qualname, type_qualname
+from ._objects import class_id, is_external_type, module_dict, module_of, object_qualname, type_qualname
 from .graph import EdgeKind, NodeKind, node_id
 
 __all__ = ["NameResolver", "parts_digest"]
 
 # Module attributes that locate rather than define: keyed by the module they belong to,
 # never by the absolute path or loader object they hold.
+_CALLS, _READS = EdgeKind.CALLS, EdgeKind.READS
 _MODULE_PLUMBING = frozenset({"__file__", "__cached__", "__path__", "__spec__", "__loader__", "__builtins__"})
 
 
 def parts_digest(*parts: str) -> str:
     """Hex blake3 of ``parts`` joined by NUL (node digests of classes, modules, wrappers)."""
-    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return blake3("\0".join(parts).encode("utf-8", "surrogatepass")).digest().hex()
 
 
 class NameResolver(GraphBuilder):
     """Resolves the names code reads; the walker subclass provides ``visit`` and ``bind``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # (id(globals), NameRef) -> the edge a global name read resolved to, in this walk
+        self.resolved: dict[tuple[int, NameRef], tuple[str, EdgeKind, str]] = {}
 
     def visit(self, obj: object, owner: type | None, hint: str) -> str:
         raise NotImplementedError  # pragma: no cover - discover._Walker implements it
@@ -46,7 +51,19 @@ class NameResolver(GraphBuilder):
     def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
         raise NotImplementedError  # pragma: no cover - discover._Walker implements it
 
+    def is_external(self, name: str, module: ModuleType | None = None) -> bool:
+        raise NotImplementedError  # pragma: no cover - discover._Walker implements it
+
     def _resolve_global(self, ref: NameRef, nid: str, globals_: dict) -> None:
+        # A name read through the same namespace by several functions of a walk (a module
+        # constant read by each of its helpers) resolves once: the others get the same edge.
+        # Its bindings are recorded for the first reader only, as the guard keeps them anyway
+        # (one check per namespace entry, reported as read by the first reader).
+        memo_key = (id(globals_), ref)
+        edge = self.resolved.get(memo_key)
+        if edge is not None:
+            self.edge(nid, *edge)
+            return
         name = ref.name
         value = dict.get(globals_, name, MISSING)
         module = dict.get(globals_, "__name__", "?")
@@ -68,19 +85,28 @@ class NameResolver(GraphBuilder):
                 return
             self.bind(BindingKind.DICT, builtins, name, value, nid, f"builtins.{name}")
             home = builtins
-        self._follow_chain(nid, value, home, key, ref.attrs, name)
+        edge = self._follow_chain(nid, value, home, key, ref.attrs, name)
+        if edge is not None:
+            self.resolved[memo_key] = edge
 
-    def _follow_chain(self, nid: str, value: object, home: dict, key: str, attrs: tuple[str, ...], label: str) -> None:
+    def _follow_chain(
+        self, nid: str, value: object, home: dict, key: str, attrs: tuple[str, ...], label: str
+    ) -> tuple[str, EdgeKind, str] | None:
+        """Resolve ``value.attrs...`` and add the edge from ``nid``; returns that edge's
+        (target, kind, label) when it does not depend on ``nid`` (None: unresolved)."""
         owner: type | None = None
-        for i, attr in enumerate(attrs):
+        for i, attr in enumerate(attrs) if attrs else ():
             if is_a(value, ModuleType):
-                name = module_name(value)  # type: ignore[arg-type]
-                if _origin.is_external_module(name, value):  # type: ignore[arg-type]
+                namespace = module_dict(value)  # type: ignore[arg-type]
+                name = dict.get(namespace, "__name__")
+                name = name if type(name) is str else "?"
+                if self.is_external(name, value):  # type: ignore[arg-type]
                     dotted = ".".join((name, *attrs[i:]))
-                    self.edge(nid, self.external(dotted), EdgeKind.CALLS, ".".join((label, *attrs[i:])))
-                    return
-                home, key = module_dict(value), attr  # type: ignore[arg-type]
-                nxt = home.get(attr, MISSING)
+                    edge = (self.external(dotted), EdgeKind.CALLS, ".".join((label, *attrs[i:])))
+                    self.edge(nid, *edge)
+                    return edge
+                home, key = namespace, attr
+                nxt = dict.get(home, attr, MISSING)
                 self.bind(BindingKind.DICT, home, attr, nxt, nid, f"{name}.{attr}")
             elif is_a(value, type) and not is_external_type(value):  # type: ignore[arg-type]
                 cls: type = value  # type: ignore[assignment]
@@ -93,13 +119,14 @@ class NameResolver(GraphBuilder):
             label = f"{label}.{attr}"
             if nxt is MISSING:
                 self.edge(nid, self.unresolved(nid, label, "attribute not found"), EdgeKind.CALLS, label)
-                return
+                return None
             value = nxt
-        home_name = dict.get(home, "__name__", None) if is_a(home, dict) else None
+        home_name = dict.get(home, "__name__", None) if type(home) is dict or is_a(home, dict) else None
         hint = f"{home_name if type(home_name) is str else class_id(home)}:{key}"
         target = self.visit(value, owner, hint)
-        calls = is_code(value) or target.startswith("external:")
-        self.edge(nid, target, EdgeKind.CALLS if calls else EdgeKind.READS, label)
+        calls = issubclass(type(value), _CODE_TYPES) or target.startswith("external:")
+        self.edge(nid, target, _CALLS if calls else _READS, label)
+        return target, _CALLS if calls else _READS, label
 
     def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
         attr = ref.attrs[0]

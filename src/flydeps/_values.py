@@ -234,14 +234,14 @@ def _encode_atom(value: Any, t: type) -> bytes:
 
 
 def _streamed(data: Any) -> bytes:
-    return b"blake3:" + blake3(data, max_threads=1).hexdigest().encode()
+    return b"blake3:" + blake3(data, max_threads=1).digest().hex().encode()
 
 
 def _streamed_str(text: str) -> bytes:
     h = blake3()
     for start in range(0, len(text), _CHUNK):
         h.update(text[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
-    return b"blake3:" + h.hexdigest().encode()
+    return b"blake3:" + h.digest().hex().encode()
 
 
 def _slot_values(value: object) -> list[tuple[str, object]]:
@@ -448,7 +448,7 @@ def _snapshot(value: object, limit: int | None, identity: bool) -> Snapshot:
     except RecursionError:
         walker.oversized = True
         encoded = b"<deep " + type_name(type(value)).encode() + b">"
-    digest = blake3(b"flydeps-value-v1\0" + encoded).hexdigest()
+    digest = blake3(b"flydeps-value-v1\0" + encoded).digest().hex()
     return Snapshot(digest, describe(value), walker.oversized, tuple(walker.mutables))
 
 

@@ -14,18 +14,23 @@ builtins, attribute chains, ``self.x``, imports inside functions) lives in
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
-from . import _origin
-from ._bindings import MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code
-from ._bytecode import code_digest, code_refs, is_function_code, nested_codes, qualname_of
+from . import (
+    _codescan,  # noqa: F401  (the code decoder: loaded with discovery, not by the first fingerprint)
+    _origin,
+)
+from ._bindings import _CODE_TYPES, MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code
+from ._bytecode import _analyze, code_digest, code_refs, is_function_code, qualname_of
 from ._objects import (
     TypeTable,
     c_module,
@@ -51,18 +56,26 @@ from ._resolve import NameResolver
 from ._resolve import parts_digest as _digest
 from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, sequence_items, snapshot
 from .errors import DiscoveryError
-from .graph import DepGraph, EdgeKind, Node, NodeKind, node_id
+from .graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 
-__all__ = ["Discovery", "discover", "note_code_rewrite", "register_unwrapper"]
+__all__ = ["Discovery", "discover", "gc_paused", "note_code_rewrite", "register_unwrapper"]
 
 log = logging.getLogger("flydeps")
 
 Unwrapper = Callable[[object], Iterable[tuple[str, object]]]
 _UNWRAPPERS = TypeTable()  # keyed by identity: a user metaclass's __eq__/__hash__ never runs
-# func -> (rewritten code now installed, original code the user wrote)
-_REWRITES: "weakref.WeakKeyDictionary[FunctionType, tuple[CodeType, CodeType]]" = weakref.WeakKeyDictionary()
+# id(func) -> (weak reference to func, rewritten code now installed, original code the user
+# wrote). Keyed by id with the identity re-checked through the weak reference: one C-level
+# dict lookup per function walked (a WeakKeyDictionary lookup runs Python code).
+_REWRITES: dict[int, tuple["weakref.ref[FunctionType]", CodeType, CodeType]] = {}
 _WARNED_OVERSIZED: set[str] = set()
 _FUNC_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
+_ATTR = BindingKind.ATTR
+_CO_QUALNAME = hasattr(CodeType, "co_qualname")  # 3.11+
+_NO_TAGS: frozenset[str] = frozenset()
+# Records are NamedTuples; the hot path builds them with tuple.__new__ (the NamedTuple's
+# own __new__ is a Python function around the same call).
+_new = tuple.__new__
 
 
 def register_unwrapper(type_: type, fn: Unwrapper) -> None:
@@ -87,12 +100,19 @@ def note_code_rewrite(func: FunctionType, original_code: CodeType) -> None:
     user change."""
     if type(func) is not FunctionType or type(original_code) is not CodeType:
         raise TypeError("note_code_rewrite(func, original_code) needs a Python function and a code object")
-    _REWRITES[func] = (func.__code__, original_code)
+    key = id(func)
+
+    def forget(ref: "weakref.ref[FunctionType]") -> None:
+        if _REWRITES.get(key, (None,))[0] is ref:
+            del _REWRITES[key]
+
+    _REWRITES[key] = (weakref.ref(func, forget), func.__code__, original_code)
 
 
-def _is_unwrapped(value: object) -> bool:
-    """True for an instance of a type with a registered unwrapper (read without user code)."""
-    return bool(_UNWRAPPERS) and _UNWRAPPERS.along_mro(type(value)) is not None
+def _rewrite_of(fn: FunctionType) -> tuple[CodeType, CodeType] | None:
+    """(rewritten code, original code) noted for ``fn`` by :func:`note_code_rewrite`."""
+    entry = _REWRITES.get(id(fn))
+    return (entry[1], entry[2]) if entry is not None and entry[0]() is fn else None
 
 
 @dataclass(frozen=True)
@@ -121,10 +141,34 @@ def discover_roots(roots: Sequence[tuple[object, type | None, str]], *, position
 
     ``positions=True`` digests functions with their source locations (file name, lines,
     columns: :func:`flydeps._bytecode.code_digest`), for builds whose product embeds them."""
+    with gc_paused():
+        return _walk(roots, positions)  # the walker's own tables are freed before collection resumes
+
+
+def _walk(roots: Sequence[tuple[object, type | None, str]], positions: bool) -> Discovery:
     walker = _Walker(positions)
     ids = tuple(dict.fromkeys(walker.visit(obj, owner, hint) for obj, owner, hint in roots))
     walker.run()
     return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a graph is built.
+
+    A walk allocates many small objects (bindings, nodes, edges, ids) and frees none of
+    them until it ends, so each collection the allocations trigger scans the whole heap
+    for nothing (in a process holding torch and FlyDSL, a large part of a cold
+    fingerprint). Discovery runs no user code, so no finalizer is delayed; a collector the
+    user turned off stays off, and one that was on is turned back on even on error."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class _Walker(NameResolver):
@@ -141,6 +185,12 @@ class _Walker(NameResolver):
         self.live: set[str] = set()  # function nodes whose live object was expanded
         self.claims: dict[str, tuple[object, CodeType]] = {}  # function node id -> (function or code, code)
         self.walked: set[tuple[str, int]] = set()  # (node, id(code)) already walked
+        # Bindings recorded, by (id(container), key, id(expected), node, label): a name read
+        # through several chains (``mod.a``, ``mod.b``) is one binding, not one per chain.
+        self.bound: set[tuple[int, str, int, str, str]] = set()
+        self.external_modules: dict[tuple[str, int], bool] = {}  # (name, id(module)) -> leaf?
+        self.external_names: dict[str, bool] = {}  # module name (its sys.modules entry) -> leaf?
+        self.unwrappers: dict[int, Unwrapper | None] = {}  # id(type) -> registered unwrapper
 
     def run(self) -> None:
         while self.work:
@@ -169,34 +219,67 @@ class _Walker(NameResolver):
             n += 1
 
     def bind(self, kind: BindingKind, container: object, key: str, expected: object, node: str, label: str) -> None:
+        seen = (id(container), key, id(expected), node, label)  # both objects stay alive in the binding
+        if seen in self.bound:
+            return
+        self.bound.add(seen)
         # An object discovery sees through (a JIT or kernel wrapper) is code too: rebinding
         # a kernel global to a new kernel is a code change, never data drift.
-        code = kind is BindingKind.ATTR or is_code(expected) or _is_unwrapped(expected)
-        self.bindings.append(Binding(kind, container, key, expected, node, label, code))
+        code = (
+            kind is _ATTR
+            or issubclass(type(expected), _CODE_TYPES)
+            or (bool(_UNWRAPPERS) and self.unwrapper(expected) is not None)
+        )
+        self.bindings.append(_new(Binding, (kind, container, key, expected, node, label, code)))
+
+    def unwrapper(self, obj: object) -> Unwrapper | None:
+        """The unwrapper registered along ``type(obj)``'s MRO, looked up once per type and
+        walk (the types stay alive: their instances are kept by the walk)."""
+        if not _UNWRAPPERS:
+            return None
+        t = type(obj)
+        found = self.unwrappers.get(id(t), MISSING)
+        if found is MISSING:
+            found = self.unwrappers[id(t)] = _UNWRAPPERS.along_mro(t)
+            self.keep.append(t)
+        return found  # type: ignore[return-value]
+
+    def is_external(self, name: str, module: ModuleType | None = None) -> bool:
+        """:func:`flydeps._origin.is_external_module`, once per module and walk."""
+        key = (name, id(module))
+        found = self.external_modules.get(key)
+        if found is None:
+            found = self.external_modules[key] = _origin.is_external_module(name, module)
+            if module is not None:
+                self.keep.append(module)  # the id stays this module's for the walk
+        return found
 
     # -- dispatch --------------------------------------------------------------------
     def visit(self, obj: object, owner: type | None, hint: str) -> str:
         # Code is one node wherever it is reached; a data value is a node per name that
         # holds it (BLOCK_M = 64 and BLOCK_N = 64 share the int object, not the node).
-        code = is_code(obj) or callable(obj)
-        key = (id(obj), id(owner)) if code else (id(obj), id(owner), hint)
+        t = type(obj)
+        if t is FunctionType or issubclass(t, _CODE_TYPES) or callable(obj):
+            key: tuple[int, ...] | tuple[int, int, str] = (id(obj), id(owner))
+        else:
+            key = (id(obj), id(owner), hint)
         found = self.memo.get(key)
         if found is not None:
             return found
-        self.keep.append((obj, owner))
-        nid = self._visit(obj, owner, hint)
+        self.keep.append(obj)  # memo keys are ids: the objects stay alive for the walk
+        if owner is not None:
+            self.keep.append(owner)
+        nid = self._visit_function(obj, owner, hint) if t is FunctionType else self._visit(obj, owner, hint)  # type: ignore[arg-type]
         self.memo[key] = nid
         return nid
 
     def _visit(self, obj: object, owner: type | None, hint: str) -> str:
         # Dispatch on type(obj) only (see flydeps._objects): isinstance would ask a hostile
         # object's __class__, and attributes are read through the base types' descriptors.
-        unwrap = _UNWRAPPERS.along_mro(type(obj)) if _UNWRAPPERS else None
+        unwrap = self.unwrapper(obj)
         if unwrap is not None:
             return self._visit_object(obj, hint, list(unwrap(obj)), stateful=False, owner=owner)
         t = type(obj)
-        if t is FunctionType:
-            return self._visit_function(obj, owner, hint)  # type: ignore[arg-type]
         if t is MethodType:
             bound = obj.__self__  # type: ignore[attr-defined]
             return self.visit(obj.__func__, bound if is_a(bound, type) else type(bound), hint)  # type: ignore[attr-defined]
@@ -220,27 +303,46 @@ class _Walker(NameResolver):
 
     # -- functions -------------------------------------------------------------------
     def _visit_function(self, fn: FunctionType, owner: type | None, hint: str) -> str:
+        # The cold path's most frequent step (once per helper): written out, no helper calls
+        # for the common case of a module-level user function.
         # Read once: the node's digest and the guard's bindings must describe the same
         # code, defaults and keyword defaults even if another thread swaps them meanwhile.
         attrs = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
         code = attrs[0]
-        rewrite = _REWRITES.get(fn)
+        rewrite = _rewrite_of(fn) if _REWRITES else None
         digest_code = rewrite[1] if rewrite is not None and rewrite[0] is code else code
         # Identity comes from where the code was defined: functools.wraps copies
         # __module__/__qualname__ onto wrappers, the globals and the code keep the truth.
-        module = function_module(fn)
-        if _origin.is_external_module(module):
+        namespace = fn.__globals__
+        module = namespace.get("__name__") if type(namespace) is dict else None  # function_module(fn), inline
+        if type(module) is not str:
+            module = function_module(fn)
+        leaf = self.external_names.get(module)
+        if leaf is None:
+            leaf = self.external_names[module] = self.is_external(module)
+        if leaf:
             wrapped = library_wrapped(fn)
             if wrapped is not MISSING:
                 return self._visit_library_wrapper(fn, wrapped, owner, hint)
             return self.external(f"{module}.{fn.__qualname__}")
-        qualname = function_qualname(fn, digest_code)
-        defining = defining_class(fn, qualname)
-        owner_id = node_id(module_of(owner), type_qualname(owner)) if owner is not None else None
-        defining_id = node_id(module_of(defining), type_qualname(defining)) if defining is not None else None
-        nid = self._claim(node_id(module, qualname, owner_id if owner_id != defining_id else None), fn, digest_code)
+        qualname = digest_code.co_qualname if _CO_QUALNAME else function_qualname(fn, digest_code)
+        defining = defining_class(fn, qualname) if "." in qualname else None
+        if owner is None and defining is None:
+            base = f"{module}:{qualname}"
+        else:
+            owner_id = node_id(module_of(owner), type_qualname(owner)) if owner is not None else None
+            defining_id = node_id(module_of(defining), type_qualname(defining)) if defining is not None else None
+            base = node_id(module, qualname, owner_id if owner_id != defining_id else None)
+        holder = self.claims.get(base)
+        if holder is None:
+            self.claims[base] = (fn, digest_code)
+            nid = base
+        else:
+            nid = base if holder[0] is fn else self._claim(base, fn, digest_code)
         kind = NodeKind.METHOD if defining is not None else NodeKind.FUNCTION
-        node = Node(nid, kind, code_digest(digest_code, positions=self.positions), location=location(digest_code))
+        digest = code_digest(digest_code, positions=True) if self.positions else _analyze(digest_code)[0]
+        where = _new(Location, (digest_code.co_filename.rsplit("/", 1)[-1], digest_code.co_firstlineno))
+        node = _new(Node, (nid, kind, digest, where, "", _NO_TAGS))
         # A nested function first seen as a code constant of its factory is upgraded here:
         # the live function (its code, closure, defaults) is what runs.
         self.nodes[nid] = node
@@ -253,19 +355,26 @@ class _Walker(NameResolver):
     def _expand_function(
         self, fn: FunctionType, nid: str, owner: type | None, digest_code: CodeType, attrs: tuple
     ) -> None:
-        for attr, value in zip(_FUNC_ATTRS, attrs):
-            self.bind(BindingKind.ATTR, fn, attr, value, nid, f"{nid}.{attr}")
+        # Walked once per node: these three are never duplicates, recorded directly.
         code, defaults, kwdefaults = attrs
-        defaults = sequence_items(defaults) if is_a(defaults, tuple) else []
-        names = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
-        for name, value in zip(names, defaults):
-            self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
-        for name, value in dict_items(kwdefaults) if is_a(kwdefaults, dict) else ():
+        add = self.bindings.append
+        add(_new(Binding, (_ATTR, fn, "__code__", code, nid, nid + ".__code__", True)))
+        add(_new(Binding, (_ATTR, fn, "__defaults__", defaults, nid, nid + ".__defaults__", True)))
+        add(_new(Binding, (_ATTR, fn, "__kwdefaults__", kwdefaults, nid, nid + ".__kwdefaults__", True)))
+        if defaults is not None:
+            defaults = sequence_items(defaults) if is_a(defaults, tuple) else []
+            names = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+            for name, value in zip(names, defaults):
+                self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, name)
+        for name, value in dict_items(kwdefaults) if kwdefaults is not None and is_a(kwdefaults, dict) else ():
             self.edge(nid, self.visit(value, None, f"{nid}#default.{name}"), EdgeKind.DEFAULT, _key_label(name))
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            self._expand_cell(nid, name, cell)
-        self._resolve_free_chains(code, nid, fn.__closure__ or ())
-        wrapped = dict.get(fn.__dict__, "__wrapped__", MISSING)
+        if code.co_freevars:
+            for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+                self._expand_cell(nid, name, cell)
+            self._resolve_free_chains(code, nid, fn.__closure__ or ())
+        # FunctionType's generic getattr reads the instance dict at C level (no user code) and,
+        # unlike fn.__dict__, does not create an empty dict on a function that has none.
+        wrapped = getattr(fn, "__wrapped__", MISSING)
         if wrapped is not MISSING:
             self.edge(nid, self.visit(wrapped, owner, f"{nid}#wrapped"), EdgeKind.DECORATES, "__wrapped__")
         # Annotations are evaluated by the defining code, not the function's own: a kernel whose
@@ -274,7 +383,7 @@ class _Walker(NameResolver):
         # calls. Not watched for in-place edits: nobody mutates __annotations__, and a watch
         # would put a per-call check on every annotated kernel (and keep it off the C path).
         annotations = fn.__annotations__
-        if is_a(annotations, dict) and dict.__len__(annotations):
+        if annotations if type(annotations) is dict else is_a(annotations, dict) and dict.__len__(annotations):
             hint = f"{nid}#annotations"
             self.add(hint, NodeKind.GLOBAL, snapshot(annotations).digest, detail="<annotations>")
             self.edge(nid, hint, EdgeKind.ANNOTATION, "__annotations__")
@@ -282,7 +391,8 @@ class _Walker(NameResolver):
         # functions inline: their names are generated (``__then_3``: a per-process counter)
         # and their content is derived from digest_code, which is what the node digests.
         self._walk_code(code, nid, fn.__globals__, owner, inline_nested=code is not digest_code)
-        self._walk_code(digest_code, nid, fn.__globals__, owner)
+        if digest_code is not code:
+            self._walk_code(digest_code, nid, fn.__globals__, owner)
 
     def _visit_library_wrapper(self, fn: FunctionType, wrapped: object, owner: type | None, hint: str) -> str:
         """A library wrapper (``functools.wraps``-style, e.g. FlyDSL's ``dsl_loc_tracing``)
@@ -334,29 +444,35 @@ class _Walker(NameResolver):
     def _walk_code(
         self, code: CodeType, nid: str, globals_: dict, owner: type | None, *, inline_nested: bool = False
     ) -> None:
-        if (nid, id(code)) in self.walked:
+        key = (nid, id(code))
+        if key in self.walked:
             return
-        self.walked.add((nid, id(code)))
+        self.walked.add(key)
         self.keep.append(code)
         self_name = code.co_varnames[0] if code.co_argcount and code.co_varnames[0] in ("self", "cls") else None
-        for ref in code_refs(code):
-            if ref.scope == "global":
+        nested = [c for c in code.co_consts if type(c) is CodeType]
+        for ref in code_refs(code) if nested else _analyze(code)[1]:  # (no nested code: its own refs)
+            scope = ref.scope
+            if scope == "global":
                 self._resolve_global(ref, nid, globals_)
             elif ref.attrs and (
-                (ref.scope == "local" and ref.name == self_name)
-                or (ref.scope == "free" and ref.name in ("self", "cls") and owner is not None)
+                (scope == "local" and ref.name == self_name)
+                or (scope == "free" and ref.name in ("self", "cls") and owner is not None)
             ):
                 self._resolve_self(ref, nid, owner)
-            elif ref.scope == "import":
+            elif scope == "import":
                 self._resolve_import(ref, nid, globals_)
+        nested_functions = [c for c in nested if is_function_code(c)]
+        if not nested_functions:
+            return
         module = dict.get(globals_, "__name__", "?") if is_a(globals_, dict) else "?"
         module = module if type(module) is str else "?"
-        for nested in nested_codes(code):
-            if is_function_code(nested) and inline_nested:
-                self._walk_code(nested, nid, globals_, owner, inline_nested=True)
-            elif is_function_code(nested):
-                child = self._visit_code_only(nested, globals_, module, owner, nid)
-                self.edge(nid, child, EdgeKind.NESTED, nested.co_name)
+        for function in nested_functions:
+            if inline_nested:
+                self._walk_code(function, nid, globals_, owner, inline_nested=True)
+            else:
+                child = self._visit_code_only(function, globals_, module, owner, nid)
+                self.edge(nid, child, EdgeKind.NESTED, function.co_name)
 
     # -- classes, modules, objects, values -------------------------------------------
     def _visit_class(self, cls: type) -> str:
@@ -367,7 +483,7 @@ class _Walker(NameResolver):
         namespace = class_dict(cls)
         # One copy serves the digest and the bindings (another thread may set attributes).
         items = [(k, v) for k, v in dict_items(namespace) if type(k) is str and k not in _CLASS_NOISE]
-        data = {k: v for k, v in items if not (is_member_code(v) or _is_unwrapped(v))}
+        data = {k: v for k, v in items if not (is_member_code(v) or self.unwrapper(v) is not None)}
         digest = _digest("class", qualname, snapshot(data).digest)
         if self.add(nid, NodeKind.CLASS, digest):
             self.work.append(lambda: self._expand_class(cls, nid, namespace, items))
@@ -380,12 +496,12 @@ class _Walker(NameResolver):
         qualname = type_qualname(cls)
         for key, value in items:
             self.bind(BindingKind.DICT, namespace, key, value, nid, f"{qualname}.{key}")
-            if is_member_code(value) or _is_unwrapped(value):  # a jit/kernel method: its code
+            if is_member_code(value) or self.unwrapper(value) is not None:  # a jit/kernel method: its code
                 self.edge(nid, self.visit(value, cls, f"{nid}.{key}"), EdgeKind.METHOD, key)
 
     def _visit_module(self, module: ModuleType) -> str:
         name = module_name(module)
-        if _origin.is_external_module(name, module):
+        if self.is_external(name, module):
             return self.external(name)
         nid = f"{name}:"
         self.add(nid, NodeKind.MODULE, _digest("module", name))
@@ -477,7 +593,7 @@ class _Walker(NameResolver):
         for n, (key, item) in enumerate(items):
             if n >= SNAPSHOT_LIMIT:
                 break
-            if is_code(item) or (_UNWRAPPERS and _UNWRAPPERS.along_mro(type(item)) is not None):
+            if is_code(item) or self.unwrapper(item) is not None:
                 label = f"[{key!r}]" if type(key) is int or type(key) is str else f"[{n}]"
                 self.edge(hint, self.visit(item, None, f"{hint}{label}"), EdgeKind.ATTRIBUTE, label)
 

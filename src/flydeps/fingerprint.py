@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from blake3 import blake3
 
-from .discover import Discovery, discover_roots
+from .discover import Discovery, discover_roots, gc_paused
 from .errors import DiscoveryError
-from .graph import DepGraph, NodeKind
+from .graph import DepGraph, EdgeKind, NodeKind
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -29,7 +29,7 @@ __all__ = ["Fingerprint", "NodeDiff", "fingerprint", "fingerprint_roots", "trans
 
 
 def _h(*parts: str) -> str:
-    return blake3("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return blake3("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest().hex()
 
 
 def _sccs(graph: DepGraph) -> list[list[str]]:
@@ -41,60 +41,115 @@ def _sccs(graph: DepGraph) -> list[list[str]]:
     on_stack: set[str] = set()
     stack: list[str] = []
     out: list[list[str]] = []
-    counter = 0
+    successors = {nid: [e.dst for e in edges] for nid, edges in graph.out_edges().items()}
+    no_successors: list[str] = []
     for start in graph.nodes:
         if start in index:
             continue
-        work = [(start, 0)]
+        work = [(start, iter(successors.get(start, no_successors)))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
         while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = counter
-                counter += 1
-                stack.append(node)
-                on_stack.add(node)
-            succ = graph.successors(node)
-            if i < len(succ):
-                work.append((node, i + 1))
-                child = succ[i].dst
+            node, children = work[-1]
+            for child in children:
                 if child not in index:
-                    work.append((child, 0))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                out.append(component)
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(successors.get(child, no_successors))))
+                    break
+                if child in on_stack and index[child] < low[node]:
+                    low[node] = index[child]
+            else:
+                work.pop()
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    out.append(component)
+                if work:
+                    parent = work[-1][0]
+                    if low[node] < low[parent]:
+                        low[parent] = low[node]
     return out
 
 
+_KIND_VALUES = {kind: kind.value for kind in EdgeKind}  # Enum.value is a Python-level descriptor
+
+
 def transitive_digests(graph: DepGraph) -> Mapping[str, str]:
-    """Every node's transitive (Merkle) digest, hex."""
+    """Every node's transitive (Merkle) digest, hex.
+
+    One depth-first pass digests each node after its children; a graph with a cycle (the
+    pass meets a node still on its path) is digested per strongly connected component
+    instead (:func:`_digests_by_component`), which gives the same digest to every node that
+    is on no cycle."""
+    nodes, out, kinds = graph.nodes, graph.out_edges(), _KIND_VALUES
     result: dict[str, str] = {}
-    for component in _sccs(graph):
-        members = set(component)
-        cyclic = len(component) > 1 or any(e.dst in members for e in graph.successors(component[0]))
-        if not cyclic:
-            nid = component[0]
-            parts = sorted(f"{e.kind.value}:{e.label}:{result[e.dst]}" for e in graph.successors(nid))
-            result[nid] = _h("node", graph.nodes[nid].digest, *parts)
+    path: set[str] = set()
+    none: tuple = ()
+    for root in nodes:
+        if root in result:
             continue
+        stack = [(root, iter(out.get(root, none)))]
+        path.add(root)
+        while stack:
+            nid, edges = stack[-1]
+            for e in edges:
+                child = e.dst
+                if child in result:
+                    continue
+                if child in path:
+                    return _digests_by_component(graph)
+                path.add(child)
+                stack.append((child, iter(out.get(child, none))))
+                break
+            else:
+                stack.pop()
+                path.discard(nid)
+                own = out.get(nid)
+                if own:
+                    parts = [f"{kinds[e.kind]}:{e.label}:{result[e.dst]}" for e in own]
+                    parts.sort()
+                    result[nid] = _h("node", nodes[nid].digest, *parts)
+                else:
+                    result[nid] = _h("node", nodes[nid].digest)
+    return MappingProxyType(result)
+
+
+def _digests_by_component(graph: DepGraph) -> Mapping[str, str]:
+    """Merkle digests of a graph with cycles: a node on no cycle as in
+    :func:`transitive_digests`; the members of a cycle share the digest of their component."""
+    result: dict[str, str] = {}
+    nodes, out, kinds = graph.nodes, graph.out_edges(), _KIND_VALUES
+    for component in _sccs(graph):
+        if len(component) == 1:
+            nid = component[0]
+            edges = out.get(nid)
+            if not edges:
+                result[nid] = _h("node", nodes[nid].digest)
+                continue
+            try:  # every child is digested already, unless the node reaches itself
+                parts = [f"{kinds[e.kind]}:{e.label}:{result[e.dst]}" for e in edges]
+            except KeyError:
+                pass  # a self-loop: digested as a cycle below
+            else:
+                parts.sort()
+                result[nid] = _h("node", nodes[nid].digest, *parts)
+                continue
+        members = set(component)
         lines = []
         for nid in sorted(component):
             outs = sorted(
-                f"{e.kind.value}:{e.label}:" + (f"@{e.dst}" if e.dst in members else result[e.dst])
-                for e in graph.successors(nid)
+                f"{kinds[e.kind]}:{e.label}:" + (f"@{e.dst}" if e.dst in members else result[e.dst])
+                for e in out.get(nid, ())
             )
-            lines.append(_h(nid, graph.nodes[nid].digest, *outs))
+            lines.append(_h(nid, nodes[nid].digest, *outs))
         scc = _h("scc", *lines)
         for nid in component:
             result[nid] = _h("member", scc, nid)
@@ -201,7 +256,8 @@ def fingerprint_roots(roots: Sequence[tuple[object, type | None, str]], *, posit
     """Fingerprint several live roots together: ``(object, owner, hint id)`` each
     (``positions``: see :func:`fingerprint`)."""
     roots = tuple(roots)
-    found = discover_roots(roots, positions=positions)
-    digests = transitive_digests(found.graph)
+    with gc_paused():  # the walk and the digests allocate much and free nothing (see gc_paused)
+        found = discover_roots(roots, positions=positions)
+        digests = transitive_digests(found.graph)
     digest = _h("roots", *(digests[r] for r in found.graph.roots))
     return Fingerprint(digest, found.graph, digests, found, roots, positions)

@@ -18,6 +18,7 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
 __all__ = [
     "DepGraph",
@@ -61,9 +62,9 @@ class EdgeKind(str, enum.Enum):
     IMPORTS = "imports"  # module -> module
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where a node is defined, for humans. Never part of a digest."""
+class Location(NamedTuple):
+    """Where a node is defined, for humans. Never part of a digest (an immutable record, a
+    ``NamedTuple`` as :class:`Node` is)."""
 
     path: str  # relative to the project root when known, else as given
     line: int
@@ -72,9 +73,10 @@ class Location:
         return f"{self.path}:{self.line}"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """One dependency.
+class Node(NamedTuple):
+    """One dependency (an immutable record: a ``NamedTuple`` because discovery builds
+    thousands per fingerprint and a tuple is built in C, where a frozen dataclass runs a
+    Python ``__init__`` setting each field in turn).
 
     ``digest`` is the node's *own* digest (hex blake3): its code or value alone, not what it
     reaches. Transitive digests are computed by :mod:`flydeps.fingerprint`.
@@ -101,9 +103,11 @@ class Node:
         return tail
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """``src`` depends on ``dst``; ``label`` is the name through which it does (``mem.load``)."""
+class Edge(NamedTuple):
+    """``src`` depends on ``dst``; ``label`` is the name through which it does (``mem.load``).
+
+    An immutable record hashed in C (edges are deduplicated in a dict while a graph is
+    built): a ``NamedTuple`` for the reason given on :class:`Node`."""
 
     src: str
     dst: str
@@ -137,6 +141,10 @@ class DepGraph:
     def successors(self, node_id: str) -> tuple[Edge, ...]:
         """Outgoing edges of ``node_id`` in insertion order."""
         return self._out.get(node_id, ())
+
+    def out_edges(self) -> Mapping[str, tuple[Edge, ...]]:
+        """Outgoing edges of every node that has any (read-only), in insertion order."""
+        return self._out
 
     def reachable(self, root: str | None = None) -> Iterator[str]:
         """Node ids reachable from ``root`` (default: all roots), depth-first, each once."""

@@ -107,6 +107,13 @@ SETTINGS: dict[str, Setting] = {
             read="at import",
         ),
         Setting(
+            "FLYDEPS_SCANEXT",
+            "flag",
+            "on",
+            "off: code digests are decoded by the pure-Python loop instead of the C one (same digests)",
+            read="at import",
+        ),
+        Setting(
             "FLYDEPS_FASTCACHE",
             "flag",
             "on",

@@ -8,6 +8,7 @@ with ``FLYDEPS_FULL_STDLIB=1``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sysconfig
 import warnings
@@ -57,7 +58,27 @@ def _mismatches(codes: Iterator[tuple[str, CodeType]]) -> tuple[int, list[str]]:
     return count, bad
 
 
-def test_project_sources_examples_and_fixtures() -> None:
+SCANEXT_BUILT = importlib.util.find_spec("flydeps._scanext") is not None
+
+
+@pytest.fixture(params=["C loop", "Python loop"])
+def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both decoder loops: the C one (flydeps._scanext, where built) and the Python one."""
+    if request.param == "C loop":
+        if _codescan._scanext is None:
+            pytest.skip("flydeps._scanext is not built for this interpreter")
+    else:
+        monkeypatch.setattr(_codescan, "_scanext", None)
+    return str(request.param)
+
+
+def test_the_c_loop_is_used_where_it_was_built() -> None:
+    if os.environ.get("FLYDEPS_SCANEXT", "").strip().lower() in ("0", "false", "no", "off"):
+        pytest.skip("FLYDEPS_SCANEXT turns the C loop off")
+    assert (_codescan._scanext is not None) == SCANEXT_BUILT
+
+
+def test_project_sources_examples_and_fixtures(loop: str) -> None:
     roots = [ROOT / "src", ROOT / "examples", ROOT / "tests", ROOT / "benchmarks"]
     count, bad = _mismatches(code for root in roots for code in _codes(_python_files(root)))
     assert count > 1000
@@ -82,7 +103,7 @@ def test_live_functions_use_the_decoder_and_agree() -> None:
         assert code_refs(code)
 
 
-def test_extended_args_and_long_jumps() -> None:
+def test_extended_args_and_long_jumps(loop: str) -> None:
     # > 256 constants and names, and jumps longer than 255 code units: EXTENDED_ARG prefixes.
     body = "\n".join(f"    if x == {i}:\n        y = n{i}.a{i}({i}.5)" for i in range(300))
     source = f"def f(x):\n    y = None\n{body}\n    return y\n"
@@ -101,3 +122,54 @@ def test_reference_is_the_fallback_without_tables(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_bytecode, "TABLE", None)
     monkeypatch.setattr(_bytecode, "_analysis", _bytecode._CodeMemo())
     assert code_digest(code) == expected
+
+
+def test_layout_rules_and_odd_constants_through_both_loops(loop: str) -> None:
+    """What the C loop hands back to Python (SWAP, jumps under a layout rule) and the
+    constants it asks ``canonical_const`` for (floats, tuples, bytes, frozensets, code)."""
+    source = (
+        "def f(a, b, *args, k=2.5, **kw):\n"
+        "    a, b = b, a\n"
+        "    for i in range(3):\n"
+        "        if i in {1, 2}:\n"
+        "            break\n"
+        "    else:\n"
+        "        b = (1, 'x', b'y', -0.0, 1j, None, ...)\n"
+        "    try:\n"
+        "        s = '\\udcff' + 'é'\n"
+        "    except (KeyError, ValueError) as e:\n"
+        "        raise RuntimeError from e\n"
+        "    g = lambda z: z + a\n"
+        "    return [x for x in args if x], g, s, {**kw}\n"
+    )
+    code = next(c for q, c in iter_qualnames(compile(source, "m.py", "exec")) if q == "f")
+    assert TABLE is not None
+    assert _codescan.decode(code, TABLE) == _disref.analyze(code)
+
+
+@pytest.mark.skipif(not SCANEXT_BUILT, reason="flydeps._scanext is not built for this interpreter")
+def test_scanext_bad_input_is_a_clear_error() -> None:
+    from flydeps import _scanext  # type: ignore[attr-defined]
+
+    code = test_scanext_bad_input_is_a_clear_error.__code__
+    with pytest.raises(TypeError, match="needs a code object and its co_code"):
+        _scanext.scan("not code", code.co_code, _bytecode.canonical_const)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        _scanext.scan(code)
+    tables = (*[bytes(256)] * 4, *[(None,) * 256] * 4, bytes(512), 0, 0, False, False, b"tag", 0, _bytecode.NameRef)
+    with pytest.raises(TypeError, match="takes 16 arguments"):
+        _scanext.configure(*tables[:13])
+    with pytest.raises(TypeError, match="tag must be bytes"):
+        _scanext.configure(*tables[:13], "tag", 0, _bytecode.NameRef)
+    with pytest.raises(TypeError, match="name_ref must be a tuple subclass"):
+        _scanext.configure(*tables[:15], dict)
+    with pytest.raises(TypeError, match="kinds must be 256 bytes"):
+        _scanext.configure(b"", *tables[1:])
+    with pytest.raises(TypeError, match="pair_classes must be 512 bytes"):
+        _scanext.configure(*tables[:8], b"", *tables[9:])
+    with pytest.raises(TypeError, match="names must be a tuple of 256 items"):
+        _scanext.configure(*tables[:4], (), *tables[5:])
+    with pytest.raises(TypeError, match="tokens must be bytes and names str"):
+        _scanext.configure(*tables)
+    # A failed configure leaves the loop as it was: still decoding, still equal to dis.
+    assert _codescan._scanext is None or _scanext.scan(code, code.co_code, _bytecode.canonical_const) is not None

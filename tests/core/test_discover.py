@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+import flydeps
 from flydeps import EdgeKind, NodeKind, discover
 
 
@@ -339,3 +342,31 @@ def test_attribute_chains_on_closure_variables(pkg) -> None:
     mem.load = lambda x: x - 1
     assert not guard.check()
     assert flydeps.fingerprint(kernel).digest != fp.digest
+
+
+def test_fingerprint_holds_the_collector_off_and_restores_it() -> None:
+    """The collector is off while a graph is built, back on afterwards (errors included),
+    and a collector the user turned off stays off."""
+    import gc
+
+    from flydeps.discover import gc_paused
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    with gc_paused():
+        seen.append(gc.isenabled())
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(KeyError):
+        with gc_paused():
+            raise KeyError("inside")
+    assert gc.isenabled()
+    flydeps.fingerprint(test_fingerprint_holds_the_collector_off_and_restores_it)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        flydeps.fingerprint(test_fingerprint_holds_the_collector_off_and_restores_it)
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

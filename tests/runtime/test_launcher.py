@@ -385,10 +385,12 @@ def test_concurrent_first_calls_trace_once(fdk, traces) -> None:
 
 def test_ast_rewrite_is_reported_to_flydeps(fdk) -> None:
     """FlyDSL replaces a decorated function's __code__; flydeps must digest what the user wrote."""
-    from flydeps.discover import _REWRITES
+    from flydeps.discover import _rewrite_of
 
     vadd = fdk.module("vadd")
     func = vadd.vadd_kernel._func
-    rewritten, original = _REWRITES[func]
+    noted = _rewrite_of(func)
+    assert noted is not None
+    rewritten, original = noted
     assert rewritten is func.__code__ and original is not rewritten
     assert original.co_name == "vadd_kernel" and original.co_filename == func.__code__.co_filename

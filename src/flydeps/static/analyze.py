@@ -12,7 +12,6 @@ is answered from the result cache (:mod:`flydeps.static.results`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -301,7 +300,7 @@ def _instance_attributes(graph: DepGraph, loader: Loader, index: Index, calls: C
         held = {c for module, cls in classes for c in calls.attributes.get((module, cls, attr), ())}
         if held:
             names = ", ".join(sorted(pycg_callee(c) for c in held))
-            nodes[nid] = dataclasses.replace(nodes[nid], detail=HELD_BY_INSTANCE_ATTRIBUTE + names)
+            nodes[nid] = nodes[nid]._replace(detail=HELD_BY_INSTANCE_ATTRIBUTE + names)
     return DepGraph(graph.roots, nodes, graph.edges)
 
 
