@@ -196,9 +196,15 @@ def _constexpr_slot(tp: type) -> Slot:
     return ("scalar", tp) if tp in _SCALARS else ("call", _constexpr_signature)
 
 
-def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
-    """One generated function per argument-type tuple: no per-argument dispatch or call."""
-    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature, "_fb": _float_bits}
+def _compile_plan(
+    slots: tuple[Slot, ...], types_: tuple[type, ...] | None = None, slow: Callable[[tuple], tuple] | None = None
+) -> Callable[[tuple], tuple]:
+    """One generated function per argument-type tuple: no per-argument dispatch or call.
+
+    With ``types_`` and ``slow``: the function first checks that the arguments have exactly
+    those types (``type(a) is T``, no user code) and hands anything else, including an
+    argument whose signature raises, to ``slow`` (the signer's general path)."""
+    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature, "_fb": _float_bits, "_slow": slow}
     terms = []
     for i, (kind, payload) in enumerate(slots):
         if kind == "const":
@@ -215,7 +221,23 @@ def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
             ns[f"f{i}"] = payload
             terms.append(f"f{i}(a{i})")
     params = "".join(f"a{i}, " for i in range(len(slots)))
-    src = f"def sign(args):\n    ({params}) = args\n    return ({''.join(t + ', ' for t in terms)})\n"
+    result = f"({''.join(t + ', ' for t in terms)})"
+    if types_ is None:
+        src = f"def sign(args):\n    ({params}) = args\n    return {result}\n"
+    else:
+        ns.update({f"T{i}": tp for i, tp in enumerate(types_)})
+        checks = " and ".join(f"type(a{i}) is T{i}" for i in range(len(slots))) or "True"
+        src = (
+            "def sign(args):\n"
+            f"    if len(args) == {len(slots)}:\n"
+            f"        ({params}) = args\n"
+            f"        if {checks}:\n"
+            "            try:\n"
+            f"                return {result}\n"
+            "            except TypeError:\n"
+            "                pass\n"
+            "    return _slow(args)\n"
+        )
     exec(compile(src, "<flydsl_runtime-argsig>", "exec"), ns)
     return ns["sign"]
 
@@ -223,7 +245,7 @@ def _compile_plan(slots: tuple[Slot, ...]) -> Callable[[tuple], tuple]:
 class ArgSigner:
     """Signs the argument tuples of one launcher; built once per launcher signature."""
 
-    __slots__ = ("_launcher", "_names", "_kinds", "_callable_slots", "_by_types")
+    __slots__ = ("_launcher", "_names", "_kinds", "_callable_slots", "_by_types", "_checked", "sign")
 
     def __init__(self, launcher: str, signature: inspect.Signature) -> None:
         self._launcher = launcher
@@ -244,6 +266,10 @@ class ArgSigner:
         self._kinds = tuple(kinds)
         self._callable_slots = tuple(callable_slots)
         self._by_types: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}
+        self._checked: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> warm path
+        # The warm path: the last argument types' plan, which checks the types itself and
+        # hands anything else to __call__ (which then makes that plan the warm one).
+        self.sign: Callable[[tuple], tuple] = self.__call__
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -255,6 +281,12 @@ class ArgSigner:
         sign = self._by_types.get(types_)
         if sign is None:
             sign = self._plan_for(args, types_)
+        fast = self._checked.get(types_)
+        if fast is None:
+            if len(self._checked) >= _TYPE_PLAN_LIMIT:
+                self._checked.clear()
+            fast = self._checked[types_] = _compile_plan(self._slots(types_), types_, self.__call__)
+        self.sign = fast
         try:
             return sign(args)
         except TypeError as exc:
@@ -278,6 +310,11 @@ class ArgSigner:
         self._by_types[types_] = sign
         return sign
 
+    def _slots(self, types_: tuple[type, ...]) -> tuple[Slot, ...]:
+        slots = tuple(kind(tp) for kind, tp in zip(self._kinds, types_))
+        assert not any(isinstance(slot, str) for slot in slots), "a plan exists for these types"
+        return slots  # type: ignore[return-value]
+
     def _failing(self, types_: tuple[type, ...], args: tuple) -> int | None:
         for index, (kind, tp) in enumerate(zip(self._kinds, types_)):
             try:
@@ -294,3 +331,4 @@ class ArgSigner:
 
     def _error(self, index: int, value: Any, why: str) -> ArgumentSignatureError:
         return ArgumentSignatureError(self._launcher, self._names[index], type(value), why)
+

@@ -60,7 +60,7 @@ from .argsig import ArgSigner
 from .binder import ArgBinder
 from .debuginfo import positions_in_ir
 from .envkey import VALUE_KEYED_ENV_VARS, env_key, paths_configured
-from .target import current_device_id, resolved_target
+from .target import device_id_reader, resolved_target
 
 __all__ = ["CacheInfo", "Entry", "Launcher", "ON_DRIFT"]
 
@@ -161,23 +161,50 @@ def _positions_digest(fp: Fingerprint) -> str:
     return blake3("\n".join(code).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-# (environment version, resolved target, env key): both depend on the environment alone, so
-# a warm call re-reads them only after os.environ was modified (flydeps._environ.version).
-_target_env: tuple[object, tuple[str, str, int], object] = (None, ("", "", 0), None)
+class CallEnv(NamedTuple):
+    """What a warm call reads from the environment: the resolved target, the code-gen env
+    key, ``COMPILE_ONLY``, whether ``FLYDEPS_VERIFY`` and ``FLYDSL_DEBUG_ENABLE_DEBUG_INFO``
+    are set. All are functions of ``os.environ`` alone."""
+
+    target: tuple[str, str, int]
+    env: object
+    compile_only: bool
+    verify: bool
+    debug_info: bool
 
 
-def _target_and_env() -> tuple[tuple[str, str, int], object]:
-    """The resolved target and code-gen env key, memoized on the environment's version."""
-    global _target_env
+# (environment version, CallEnv): a warm call re-reads the environment only after
+# os.environ was modified (flydeps._environ.version: PEP 509 tag or dict watcher).
+_call_env_memo: tuple[object, CallEnv | None] = (None, None)
+
+
+def _call_env() -> CallEnv:
+    """The environment's part of a warm call, memoized on the environment's version."""
+    global _call_env_memo
     version = environ_version()
-    memo = _target_env
+    memo = _call_env_memo
     if version is not None and memo[0] == version:
-        return memo[1], memo[2]
+        return memo[1]  # type: ignore[return-value]
     resolved = resolved_target()
-    env = env_key(resolved[1])
+    facts = CallEnv(
+        resolved,
+        env_key(resolved[1]),
+        env_flag(b"COMPILE_ONLY"),
+        _env_get(b"FLYDEPS_VERIFY") is not None,
+        _env_get(_DEBUG_INFO) is not None,
+    )
     if version is not None and not paths_configured():  # path effects are re-stat'ed per call
-        _target_env = (version, resolved, env)
-    return resolved, env
+        _call_env_memo = (version, facts)
+    return facts
+
+
+_device_id: Callable[[], int] | None = None  # FlyDSL's active-device reader (target.device_id_reader)
+
+
+def _bind_device_id() -> Callable[[], int]:
+    global _device_id
+    _device_id = device_id_reader()
+    return _device_id
 
 
 def _freeze(value: object) -> object:
@@ -273,11 +300,21 @@ class Launcher:
         if state is None or not state.guard.check():
             state = self._revalidate(owner, state)
             self._refresh_binder()
-        positional = args if not kwargs and len(args) == self._nparams else self._bind(args, kwargs)
-        key = self._key(state, bound_self, positional)
-        compile_only = env_flag(b"COMPILE_ONLY")
+        if not kwargs and len(args) == self._nparams:
+            positional = args
+        else:  # an omitted default (the stream) or keywords: the binder, without Launcher._bind's frame
+            binder = self._binder
+            positional = binder.bind(args, kwargs) if binder is not None else self._bind(args, kwargs)
+        call_env = _call_env()
+        key = self._key(state, bound_self, positional, call_env)
+        compile_only = call_env.compile_only
         entry = self._entries.get(key)
-        if entry is None or not self._usable(entry, compile_only):
+        if (  # _usable(entry, compile_only), written out: this is the warm path
+            entry is None
+            or (entry.compiled is None and not compile_only)
+            or not entry.env_reads.holds()
+            or (entry.extra_guards and not all(g.check() for g in entry.extra_guards))
+        ):
             if entry is not None:
                 explain.note_unusable(self._name, self._why_unusable(entry, compile_only))
             compiled, launched = self._miss(owner, state, bound_self, positional, key, compile_only)
@@ -285,7 +322,7 @@ class Launcher:
                 return compiled(*positional)
             return None
         self._hits += 1
-        if _env_get(b"FLYDEPS_VERIFY") is not None and settings.flag("FLYDEPS_VERIFY", False):
+        if call_env.verify and settings.flag("FLYDEPS_VERIFY", False):
             from .verify import verify_hit
 
             verify_hit(self, entry, bound_self, positional)
@@ -301,8 +338,9 @@ class Launcher:
             state = self._revalidate(owner, state)
             self._refresh_binder()
         positional = self._bind(args, kwargs)
-        key = self._key(state, bound_self, positional)
-        compile_only = env_flag(b"COMPILE_ONLY")
+        call_env = _call_env()
+        key = self._key(state, bound_self, positional, call_env)
+        compile_only = call_env.compile_only
         entry = self._entries.get(key)
         if entry is not None and self._usable(entry, compile_only):
             self._hits += 1
@@ -314,9 +352,10 @@ class Launcher:
 
     # --- key ------------------------------------------------------------------------
 
-    def _key(self, state: _OwnerState, bound_self: object, positional: tuple) -> tuple:
-        resolved, env = _target_and_env()
-        target = (resolved, current_device_id())
+    def _key(self, state: _OwnerState, bound_self: object, positional: tuple, call_env: CallEnv | None = None) -> tuple:
+        if call_env is None:
+            call_env = _call_env()
+        target = (call_env.target, (_device_id or _bind_device_id())())
         overlay = getattr(_HINTS_TLS, "data", None)
         persistent = self._jf.compile_hints
         hints = _freeze(merge_compile_hints(persistent, overlay)) if (persistent or overlay) else ()
@@ -326,10 +365,10 @@ class Launcher:
             signed = getattr(type(bound_self), "__cache_signature__", None)
             self_key = (type(bound_self), getattr(bound_self, "__cache_signature__")() if signed else id(bound_self))
         digest: str | tuple = state.digest
-        if _env_get(_DEBUG_INFO) is not None and positions_in_ir():  # FlyDSL's own parsing, when set
+        if call_env.debug_info and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
         # _signer is set by _refresh_binder, which runs before the first key is made.
-        return (digest, self._signer(positional), target, env, hints, self_key)  # type: ignore[misc]
+        return (digest, self._signer.sign(positional), target, call_env.env, hints, self_key)  # type: ignore[union-attr]
 
     def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str, tuple]:
         """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so

@@ -23,7 +23,14 @@ from collections.abc import Callable
 
 from flydsl.compiler.backends import get_backend
 
-__all__ = ["TargetKey", "current_device_id", "current_target", "persistent_target", "resolved_target"]
+__all__ = [
+    "TargetKey",
+    "current_device_id",
+    "current_target",
+    "device_id_reader",
+    "persistent_target",
+    "resolved_target",
+]
 
 TargetKey = tuple[tuple[str, str, int], int]  # ((backend, arch, warp size), device id)
 
@@ -56,13 +63,19 @@ def _resolve(selectors: tuple) -> tuple[str, str, int]:
     return resolved
 
 
-def _current_device_id() -> int:
+def device_id_reader() -> Callable[[], int]:
+    """FlyDSL's own reader of the active device (``hipGetDevice``), bound once: a warm call
+    calls it directly, one call, live every time."""
     global _device_id
     if _device_id is None:
         from flydsl.runtime.device_runtime import get_device_runtime
 
         _device_id = get_device_runtime().current_device_id
-    return _device_id()
+    return _device_id
+
+
+def _current_device_id() -> int:
+    return device_id_reader()()
 
 
 def resolved_target() -> tuple[str, str, int]:

@@ -206,3 +206,44 @@ def test_registered_constructor_without_signature_is_rejected() -> None:
             signer((Handle(),))
     finally:
         del JitArgumentRegistry.registry[Handle]
+
+
+def test_warm_path_signs_as_the_general_path_whatever_the_order_of_types() -> None:
+    """``signer.sign`` (the launcher's warm path: the last types' plan, checking the types
+    itself) answers what ``signer(...)`` answers, as argument types change call to call."""
+    signer = ArgSigner("launch", resolve_signature(_launcher))
+    general = ArgSigner("launch", resolve_signature(_launcher))
+    t, u = torch.zeros(8, 2), torch.zeros(4, dtype=torch.float16)
+    p = torch.nn.Parameter(torch.zeros(8))
+    calls = [
+        (t, 5, 7, None, 2.0),
+        (t, 5, 7, None, 2.0),
+        (u, 5, 7, fx.Stream(None), 2.0),
+        (t, 5, True, None, 2.0),  # same types but a bool constexpr: another plan
+        (p, 5, 7, None, 2.0),
+        (t, 5, 7, None, 2.0),
+        (u.t() if u.dim() > 1 else u, 6, 7, fx.Stream(3), -0.0),
+        (t, 5, (1, 2.5), None, 2.0),
+    ]
+    for args in calls:
+        assert signer.sign(args) == general(args), args
+    assert signer.sign(calls[0]) == signer(calls[0])
+
+
+def test_warm_path_errors_are_the_general_path_errors() -> None:
+    """Bad input through the warm path: the same exceptions, naming the same parameter."""
+    signer = ArgSigner("launch", resolve_signature(_launcher))
+    signer.sign((torch.zeros(4), 1, 1, None, 1.0))  # warm for (Tensor, int, int, NoneType, float)
+    with pytest.raises(ArgumentSignatureError, match="'k'"):
+        signer.sign((torch.zeros(4), 1, [1, 2], None, 1.0))
+    with pytest.raises(ArgumentSignatureError, match="'a'"):
+        signer.sign((object(), 1, 1, None, 1.0))
+    with pytest.raises(TypeError, match="takes 5 arguments, 4 given"):
+        signer.sign((torch.zeros(4), 1, 1, None))
+    strided = torch.zeros(4, 4).t()[0]  # no unit stride: FlyDSL's adaptor refuses it
+    with pytest.raises(RuntimeError, match="no axis with stride == 1") as warm:
+        signer.sign((strided, 1, 1, None, 1.0))
+    with pytest.raises(RuntimeError) as general:
+        ArgSigner("launch", resolve_signature(_launcher))((strided, 1, 1, None, 1.0))
+    assert str(warm.value) == str(general.value)
+    assert signer.sign((torch.zeros(4), 1, 1, None, 1.0)) == signer((torch.zeros(4), 1, 1, None, 1.0))
