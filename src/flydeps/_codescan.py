@@ -4,9 +4,13 @@ Contract: reads code objects only. One pass over ``co_code`` with this interpret
 tables (:mod:`flydeps._opcodes`) yields, per instruction, the bytes the digest hashes
 (opname and fully resolved argument; jump targets as instruction indices), then
 :func:`assemble` undoes layout-dependent compiler choices (:mod:`flydeps._normalize`),
-appends the exception table and hashes. :mod:`flydeps._disref` feeds :func:`assemble`
-the same instructions decoded by ``dis``; the tests hold the two equal on every code
-object of the project, its examples and fixtures and the standard library.
+appends the exception table and hashes. Where the optional C extension
+:mod:`flydeps._scanext` was built, :func:`decode` runs that pass (and, when no layout rule
+applies, the whole stream and the references) in C; :func:`_scan` and :func:`assemble`
+remain its specification and fallback (``FLYDEPS_SCANEXT=0``). :mod:`flydeps._disref`
+feeds :func:`assemble` the same instructions decoded by ``dis``; the tests hold every path
+equal on every code object of the project, its examples and fixtures and the standard
+library.
 """
 
 from __future__ import annotations
