@@ -119,16 +119,28 @@ def inline_exit_blocks(
 
     ``jumps`` maps instruction positions to target positions, ``exceptions`` are
     (start, end, handler, depth, lasti) in positions; all three are returned renumbered."""
+    candidates = [(j, target) for j, target in jumps.items() if tokens[j].startswith(_UNCONDITIONAL)]
+    return _splice(tokens, jumps, exceptions, _exit_copies(tokens, jumps, exceptions, candidates), replace=True)
+
+
+def _exit_copies(
+    tokens: list[bytes],
+    jumps: dict[int, int],
+    exceptions: list[tuple[int, int, int, int, int]],
+    candidates: list[tuple[int, int]],
+) -> dict[int, list[bytes]]:
+    """For each ``(at, target)`` candidate outside any ``try`` whose ``target`` starts a
+    small exit block: the copy of that block to put at ``at``."""
     covered = {p for start, end, *_ in exceptions for p in range(start, end)}
     starts = set(jumps.values()) | {p for e in exceptions for p in e[:3]}
     copies: dict[int, list[bytes]] = {}
-    for j, target in jumps.items():
-        if j in covered or not tokens[j].startswith(_UNCONDITIONAL):
+    for at, target in candidates:
+        if at in covered:
             continue
         block = _exit_block(tokens, jumps, covered, starts, target)
         if block is not None:
-            copies[j] = block
-    return _splice(tokens, jumps, exceptions, copies, replace=True)
+            copies[at] = block
+    return copies
 
 
 def _exit_block(
@@ -154,16 +166,12 @@ def split_shared_exit_blocks(
     copy for the fall-through, the second, where the jumps now land, for the jumps.
 
     Same arguments and results as :func:`inline_exit_blocks`."""
-    covered = {p for start, end, *_ in exceptions for p in range(start, end)}
-    starts = set(jumps.values()) | {p for e in exceptions for p in e[:3]}
-    copies: dict[int, list[bytes]] = {}
-    for target in sorted(set(jumps.values())):
-        if target == 0 or target >= len(tokens) or tokens[target - 1].startswith(_NO_FALLTHROUGH):
-            continue
-        block = _exit_block(tokens, jumps, covered, starts, target)
-        if block is not None:
-            copies[target] = block
-    return _splice(tokens, jumps, exceptions, copies, replace=False)
+    candidates = [
+        (target, target)
+        for target in sorted(set(jumps.values()))
+        if 0 < target < len(tokens) and not tokens[target - 1].startswith(_NO_FALLTHROUGH)
+    ]
+    return _splice(tokens, jumps, exceptions, _exit_copies(tokens, jumps, exceptions, candidates), replace=False)
 
 
 def _splice(
