@@ -188,8 +188,8 @@ class _Walker(NameResolver):
         # Bindings recorded, by (id(container), key, id(expected), node, label): a name read
         # through several chains (``mod.a``, ``mod.b``) is one binding, not one per chain.
         self.bound: set[tuple[int, str, int, str, str]] = set()
-        self.external_modules: dict[tuple[str, int], bool] = {}  # (name, id(module)) -> leaf?
-        self.external_names: dict[str, bool] = {}  # module name (its sys.modules entry) -> leaf?
+        # name (its sys.modules entry) or (name, id(module)) -> is library code
+        self.external_modules: dict[str | tuple[str, int], bool] = {}
         self.unwrappers: dict[int, Unwrapper | None] = {}  # id(type) -> registered unwrapper
 
     def run(self) -> None:
@@ -246,7 +246,7 @@ class _Walker(NameResolver):
 
     def is_external(self, name: str, module: ModuleType | None = None) -> bool:
         """:func:`flydeps._origin.is_external_module`, once per module and walk."""
-        key = (name, id(module))
+        key = name if module is None else (name, id(module))
         found = self.external_modules.get(key)
         if found is None:
             found = self.external_modules[key] = _origin.is_external_module(name, module)
@@ -317,16 +317,13 @@ class _Walker(NameResolver):
         module = namespace.get("__name__") if type(namespace) is dict else None  # function_module(fn), inline
         if type(module) is not str:
             module = function_module(fn)
-        leaf = self.external_names.get(module)
-        if leaf is None:
-            leaf = self.external_names[module] = self.is_external(module)
-        if leaf:
+        if self.is_external(module):
             wrapped = library_wrapped(fn)
             if wrapped is not MISSING:
                 return self._visit_library_wrapper(fn, wrapped, owner, hint)
             return self.external(f"{module}.{fn.__qualname__}")
         qualname = digest_code.co_qualname if _CO_QUALNAME else function_qualname(fn, digest_code)
-        defining = defining_class(fn, qualname) if "." in qualname else None
+        defining = defining_class(fn, qualname)
         if owner is None and defining is None:
             base = f"{module}:{qualname}"
         else:
