@@ -5,6 +5,8 @@
 * ``flydeps._fastcache`` (CPython >= 3.10): the warm-hit path of ``flydeps.cached_factory``.
 * ``flydeps._scanext`` (CPython 3.10-3.13): the inner loop of the direct ``co_code`` decoder
   (``flydeps._codescan``), the cold path's code digests.
+* ``flydsl_runtime._warmcall`` (CPython >= 3.10): the warm path of a plain launcher call
+  (``flydsl_runtime.jit``).
 
 All are optional: when one cannot be built (no compiler, no Python headers, older or
 non-CPython interpreter) the install still succeeds and the pure-Python paths are used.
@@ -25,5 +27,8 @@ if platform.python_implementation() == "CPython" and sys.version_info >= (3, 10)
 
 if platform.python_implementation() == "CPython" and (3, 10) <= sys.version_info < (3, 14):
     ext_modules.append(Extension("flydeps._scanext", ["src/flydeps/_scanext.c"], optional=True))
+
+if platform.python_implementation() == "CPython" and sys.version_info >= (3, 10):
+    ext_modules.append(Extension("flydsl_runtime._warmcall", ["src/flydsl_runtime/_warmcall.c"], optional=True))
 
 setup(ext_modules=ext_modules)

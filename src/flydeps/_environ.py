@@ -41,6 +41,7 @@ Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C cod
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -275,9 +276,8 @@ def _make_version() -> Callable[[], int | None]:
     data = _DATA
     if type(data) is not dict:
         return lambda: None
-    if _watch.TAGS:
-        tags_max, only = _watch.tags_max, (data,)
-        return lambda: tags_max(only)
+    if _watch.TAGS:  # a partial of the C reader: no Python frame on the hot path
+        return functools.partial(_watch.tags_max, (data,))
     if _watch.AVAILABLE and _watch.BACKEND == "ext":
         _watch.watch_dict(data)
         watch_version = _watch.version

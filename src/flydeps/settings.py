@@ -121,6 +121,13 @@ SETTINGS: dict[str, Setting] = {
             read="when a factory is decorated",
         ),
         Setting(
+            "FLYDEPS_WARMCALL",
+            "flag",
+            "on",
+            "off: flydsl_runtime launchers decide warm calls in the pure-Python path instead of the C one",
+            read="at import",
+        ),
+        Setting(
             "FLYDEPS_LOG",
             "names",
             "",

@@ -25,6 +25,16 @@ FlyDSL 0.5 would specialize them the same way:
   constructor in ``JitArgumentRegistry``. A type with no ``__cache_signature__`` raises
   :class:`ArgumentSignatureError` (a ``TypeError``) naming the parameter, the type and the fix.
 
+Two outputs per call. ``signer(args)`` gives the signatures themselves (what FlyDSL's
+``__cache_signature__`` gives; explanations and tests read them). ``signer.key(args)`` gives
+the launcher's *key form*: the same tuple with every signature that does not depend on the
+argument's value (a raw tensor's, a stream's, a scalar runtime type's) replaced by its
+:class:`SigToken`, one interned object per distinct signature. A token hashes and compares
+by identity, so the launcher's key hashes in time independent of the signatures' nesting;
+``signatures(signer.key(args)) == signer(args)`` always, and two key forms are equal only
+if the signatures are (a token never equals anything but itself, and tokens are never
+dropped while a key holds them).
+
 Dispatch is resolved once per tuple of argument types into one generated function (the
 technique FlyDSL uses for its argument fills), so a warm call does one dict lookup and one
 call; nothing here allocates FlyDSL adaptors, DLPack capsules or IR.
@@ -44,7 +54,7 @@ from flydsl.compiler.protocol import cache_signature
 from flydsl.expr.numeric import Numeric
 from flydsl.expr.typing import Constexpr, Stream
 
-__all__ = ["ArgSigner", "ArgumentSignatureError", "tensor_signature"]
+__all__ = ["ArgSigner", "ArgumentSignatureError", "SigToken", "signatures", "tensor_signature", "token"]
 
 
 # Signature methods whose result is ``(type(self),)`` whatever the value (read from FlyDSL
@@ -54,6 +64,7 @@ _VALUE_FREE_SIGNATURES = (Numeric.__cache_signature__, Stream.__cache_signature_
 
 _TENSOR_MEMO_LIMIT = 4096
 _TYPE_PLAN_LIMIT = 256
+_TOKEN_LIMIT = 1 << 16
 
 
 class ArgumentSignatureError(TypeError):
@@ -75,7 +86,41 @@ def _tensor_signature_slow(tensor: Any) -> Hashable:
     return TorchTensorJitArg(tensor).__cache_signature__()
 
 
-_tensor_memo: dict[tuple[Any, tuple[int, ...]], tuple] = {}
+class SigToken:
+    """The interned stand-in of one signature in a launcher key: equal only to itself."""
+
+    __slots__ = ("sig", "__weakref__")
+
+    def __init__(self, sig: Hashable) -> None:
+        self.sig = sig
+
+    def __repr__(self) -> str:
+        return f"SigToken({self.sig!r})"
+
+
+# signature -> its token. Bounded by the distinct value-free signatures a process meets
+# (dtype x rank x unit-stride axis for tensors, one per type otherwise); when it does fill,
+# it is cleared, and a signature met again gets a new token: a spurious miss, never a
+# false hit (an old token stays alive, and distinct, in every key that holds it).
+_tokens: dict[Hashable, SigToken] = {}
+
+
+def token(sig: Hashable) -> SigToken:
+    """The interned token of a value-free signature."""
+    tok = _tokens.get(sig)
+    if tok is None:
+        if len(_tokens) >= _TOKEN_LIMIT:
+            _tokens.clear()
+        tok = _tokens[sig] = SigToken(sig)
+    return tok
+
+
+def signatures(key: tuple) -> tuple:
+    """The signatures of a key form (``signer.key(args)``): each token replaced by its signature."""
+    return tuple(e.sig if type(e) is SigToken else e for e in key)
+
+
+_tensor_memo: dict[tuple[Any, tuple[int, ...]], SigToken] = {}  # (dtype, stride()) -> token
 
 
 def tensor_signature(tensor: Any) -> Hashable:
@@ -86,22 +131,27 @@ def tensor_signature(tensor: Any) -> Hashable:
     is a function of ``(dtype, stride())``, memoised on that pair. A tensor without a unit
     stride takes FlyDSL's path, which raises FlyDSL's own error.
     """
+    return tensor_token(tensor).sig
+
+
+def tensor_token(tensor: Any) -> SigToken:
+    """The token of :func:`tensor_signature`: what a launcher key holds for a raw tensor."""
     key = (tensor.dtype, tensor.stride())
-    sig = _tensor_memo.get(key)
-    return sig if sig is not None else _tensor_signature_uncached(tensor, key)
+    tok = _tensor_memo.get(key)
+    return tok if tok is not None else _tensor_token_uncached(tensor, key)
 
 
-def _tensor_signature_uncached(tensor: Any, key: tuple[Any, tuple[int, ...]]) -> Hashable:
+def _tensor_token_uncached(tensor: Any, key: tuple[Any, tuple[int, ...]]) -> SigToken:
     dtype, strides = key
     if 1 not in strides:
-        return _tensor_signature_slow(tensor)
+        return token(_tensor_signature_slow(tensor))  # FlyDSL's adaptor: raises its own error
     unit, rank = strides.index(1), len(strides)
     stride_sig = tuple(1 if i == unit else -1 for i in range(rank))
-    sig = (TorchTensorJitArg, dtype, tensor.element_size(), False, (-1,) * rank, stride_sig)
+    tok = token((TorchTensorJitArg, dtype, tensor.element_size(), False, (-1,) * rank, stride_sig))
     if len(_tensor_memo) >= _TENSOR_MEMO_LIMIT:
         _tensor_memo.clear()
-    _tensor_memo[key] = sig
-    return sig
+    _tensor_memo[key] = tok
+    return tok
 
 
 # A resolved slot: how one argument of one concrete type is signed.
@@ -197,21 +247,27 @@ def _constexpr_slot(tp: type) -> Slot:
 
 
 def _compile_plan(
-    slots: tuple[Slot, ...], types_: tuple[type, ...] | None = None, slow: Callable[[tuple], tuple] | None = None
+    slots: tuple[Slot, ...],
+    *,
+    tokens: bool = False,
+    types_: tuple[type, ...] | None = None,
+    slow: Callable[[tuple], tuple] | None = None,
 ) -> Callable[[tuple], tuple]:
     """One generated function per argument-type tuple: no per-argument dispatch or call.
 
-    With ``types_`` and ``slow``: the function first checks that the arguments have exactly
-    those types (``type(a) is T``, no user code) and hands anything else, including an
-    argument whose signature raises, to ``slow`` (the signer's general path)."""
-    ns: dict[str, Any] = {"_tm": _tensor_memo, "_ts": tensor_signature, "_fb": _float_bits, "_slow": slow}
+    ``tokens``: the key form (value-free signatures as their :class:`SigToken`) instead of
+    the signatures. With ``types_`` and ``slow``: the function first checks that the
+    arguments have exactly those types (``type(a) is T``, no user code) and hands anything
+    else, including an argument whose signature raises, to ``slow`` (the general path)."""
+    ns: dict[str, Any] = {"_tm": _tensor_memo, "_tt": tensor_token, "_fb": _float_bits, "_slow": slow}
     terms = []
     for i, (kind, payload) in enumerate(slots):
         if kind == "const":
-            ns[f"c{i}"] = payload
+            ns[f"c{i}"] = token(payload) if tokens else payload
             terms.append(f"c{i}")
         elif kind == "tensor":
-            terms.append(f"(_tm.get((a{i}.dtype, a{i}.stride())) or _ts(a{i}))")
+            tensor = f"(_tm.get((a{i}.dtype, a{i}.stride())) or _tt(a{i}))"
+            terms.append(tensor if tokens else f"{tensor}.sig")
         elif kind == "scalar":
             ns[f"t{i}"] = payload
             terms.append(f"(t{i}, a{i})")
@@ -242,10 +298,40 @@ def _compile_plan(
     return ns["sign"]
 
 
+_WARM_KINDS = {"const": 0, "tensor": 1, "scalar": 2}
+
+
+def _warm_spec(
+    types_: tuple[type, ...], slots: tuple[Slot, ...]
+) -> tuple[tuple[type, ...], tuple[int, ...], tuple[Any, ...]] | None:
+    """The key-form plan of ``types_`` as data: ``(types, kinds, payloads)``, kind 0 a
+    constant (payload: its token), 1 a raw tensor (payload: the ``(dtype, stride())`` memo
+    of tokens), 2 a compile-time scalar keyed ``(type, value)`` (payload: the type). None
+    when a slot is of another kind (those plans stay in Python)."""
+    kinds, payloads = [], []
+    for kind, payload in slots:
+        code = _WARM_KINDS.get(kind)
+        if code is None:
+            return None
+        kinds.append(code)
+        payloads.append(token(payload) if kind == "const" else _tensor_memo if kind == "tensor" else payload)
+    return (types_, tuple(kinds), tuple(payloads))
+
+
 class ArgSigner:
     """Signs the argument tuples of one launcher; built once per launcher signature."""
 
-    __slots__ = ("_launcher", "_names", "_kinds", "_callable_slots", "_by_types", "_checked", "sign")
+    __slots__ = (
+        "_launcher",
+        "_names",
+        "_kinds",
+        "_callable_slots",
+        "_by_types",
+        "_key_plans",
+        "_checked",
+        "key",
+        "_warm",
+    )
 
     def __init__(self, launcher: str, signature: inspect.Signature) -> None:
         self._launcher = launcher
@@ -265,11 +351,14 @@ class ArgSigner:
                 kinds.append(_runtime_slot)
         self._kinds = tuple(kinds)
         self._callable_slots = tuple(callable_slots)
-        self._by_types: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}
-        self._checked: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> warm path
-        # The warm path: the last argument types' plan, which checks the types itself and
-        # hands anything else to __call__ (which then makes that plan the warm one).
-        self.sign: Callable[[tuple], tuple] = self.__call__
+        self._by_types: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> signatures
+        self._key_plans: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> key form
+        self._checked: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> warm key form
+        # The warm path: the last argument types' key-form plan, which checks the types
+        # itself and hands anything else to _key (which then makes that plan the warm one).
+        self.key: Callable[[tuple], tuple] = self._key
+        # The warm plan as data, for flydsl_runtime._warmcall (the C warm path): see _warm_spec.
+        self._warm: tuple[tuple[type, ...], tuple[int, ...], tuple[Any, ...]] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -281,12 +370,6 @@ class ArgSigner:
         sign = self._by_types.get(types_)
         if sign is None:
             sign = self._plan_for(args, types_)
-        fast = self._checked.get(types_)
-        if fast is None:
-            if len(self._checked) >= _TYPE_PLAN_LIMIT:
-                self._checked.clear()
-            fast = self._checked[types_] = _compile_plan(self._slots(types_), types_, self.__call__)
-        self.sign = fast
         try:
             return sign(args)
         except TypeError as exc:
@@ -294,6 +377,30 @@ class ArgSigner:
             if index is None:
                 raise
             raise self._error(index, args[index], f"has no usable cache signature ({exc})") from exc
+
+    def _key(self, args: tuple) -> tuple:
+        """The key form of ``args`` (general path): errors are ``__call__``'s."""
+        types_ = tuple(map(type, args))
+        plan = self._key_plans.get(types_)
+        if plan is None:
+            self(args)  # every argument signable (or the named error), and the types' slots known
+            if len(self._key_plans) >= _TYPE_PLAN_LIMIT:
+                self._key_plans.clear()
+            plan = self._key_plans[types_] = _compile_plan(self._slots(types_), tokens=True)
+        fast = self._checked.get(types_)
+        if fast is None:
+            if len(self._checked) >= _TYPE_PLAN_LIMIT:
+                self._checked.clear()
+            fast = self._checked[types_] = _compile_plan(
+                self._slots(types_), tokens=True, types_=types_, slow=self._key
+            )
+        self.key = fast
+        self._warm = _warm_spec(types_, self._slots(types_))
+        try:
+            return plan(args)
+        except TypeError:
+            self(args)  # raises the named error
+            raise
 
     def _plan_for(self, args: tuple, types_: tuple[type, ...]) -> Callable[[tuple], tuple]:
         if len(args) != len(self._kinds):
@@ -331,4 +438,3 @@ class ArgSigner:
 
     def _error(self, index: int, value: Any, why: str) -> ArgumentSignatureError:
         return ArgumentSignatureError(self._launcher, self._names[index], type(value), why)
-

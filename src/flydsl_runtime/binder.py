@@ -19,7 +19,7 @@ launcher's guard already watches those attributes; on its slow path the launcher
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FunctionType
 from typing import Any
 
@@ -32,7 +32,7 @@ _SIMPLE = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ON
 class ArgBinder:
     """``binder.bind(args, kwargs) -> tuple``: see the module docstring."""
 
-    __slots__ = ("_name", "_sig", "_func", "_defaults", "_kwdefaults", "bind", "nparams")
+    __slots__ = ("_name", "_sig", "_func", "_defaults", "_kwdefaults", "bind", "nparams", "tails")
 
     def __init__(self, name: str, sig: inspect.Signature, func: Callable[..., Any] | None = None) -> None:
         self._name, self._sig, self._func = name, sig, func
@@ -41,8 +41,13 @@ class ArgBinder:
         params = tuple(sig.parameters.values())
         self.nparams = len(params)
         self.bind: Callable[[tuple, dict], tuple]
+        # number of positional arguments n -> the defaults completing a keyword-free call of
+        # n arguments (``args + tails[n]`` is ``bind(args, {})``); absent when that call is
+        # an error or the signature is not plain
+        self.tails: Mapping[int, tuple] = {}  # a dict for speed; never written after __init__
         if all(p.kind in _SIMPLE for p in params):
-            self.bind = _fast_binder(params, self._slow)
+            self.tails = _tails(params)
+            self.bind = _fast_binder(params, self.tails, self._slow)
         else:
             self.bind = self._slow
 
@@ -62,22 +67,29 @@ class ArgBinder:
         return tuple(bound.arguments.values())
 
 
+def _defaults(params: tuple[inspect.Parameter, ...]) -> tuple[Any, ...]:
+    return tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params)
+
+
+def _tails(params: tuple[inspect.Parameter, ...]) -> dict[int, tuple]:
+    """``n -> defaults[n:]`` for each count of positional arguments after which every
+    parameter has a default (identity tests only: a default's ``__eq__`` never runs)."""
+    defaults = _defaults(params)
+    npos = sum(1 for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {n: defaults[n:] for n in range(npos + 1) if not any(d is _MISSING for d in defaults[n:])}
+
+
 def _fast_binder(
-    params: tuple[inspect.Parameter, ...], slow: Callable[[tuple, dict], tuple]
+    params: tuple[inspect.Parameter, ...], tails: Mapping[int, tuple], slow: Callable[[tuple, dict], tuple]
 ) -> Callable[[tuple, dict], tuple]:
     """The binder for signatures of plain (positional-or-keyword / keyword-only) parameters.
 
-    ``tails[n]``: the defaults completing a call with ``n`` positional arguments and no
-    keywords (``None`` when a parameter after ``n`` has no default). Keyword calls fill a list
-    by parameter index; anything irregular falls back to ``slow`` (``inspect``)."""
-    defaults = tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params)
+    ``tails`` (:func:`_tails`) completes keyword-free calls. Keyword calls fill a list by
+    parameter index; anything irregular falls back to ``slow`` (``inspect``)."""
+    defaults = _defaults(params)
     npos = sum(1 for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
     index = {p.name: i for i, p in enumerate(params)}
-    tails: list[tuple | None] = []
-    for n in range(npos + 1):
-        rest = defaults[n:]
-        tails.append(None if any(d is _MISSING for d in rest) else rest)
-    tails_t = tuple(tails)
+    tails_t = tuple(tails.get(n) for n in range(npos + 1))
     # Parameters after the n-th positional one that have no default: a keyword must fill each.
     required = tuple(tuple(i for i in range(n, len(params)) if defaults[i] is _MISSING) for n in range(npos + 1))
 

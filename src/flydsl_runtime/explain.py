@@ -11,8 +11,9 @@ torch.float16", "env FLYDSL_COMPILE_OPT_LEVEL: '' -> '1'", "target gfx942 -> gfx
 attaches one stderr handler to that logger so the reasons print without any logging setup
 (:mod:`flydeps._logswitch`, which does the same for ``cached_factory`` rebuilds).
 
-A call key is the plain tuple built by :mod:`flydsl_runtime.jit`:
-``(dependency digest, argument signatures, target, env, hints, bound-self key)``.
+A call key, as compared here, is the launcher's key spelled out (``Entry.key``, tokens
+replaced by what they stand for):
+``(dependency digest, argument signatures, (target, device id), env, hints, bound-self key)``.
 
 When the key matched an entry the launcher could not use (an environment variable the trace
 read has another value, an entry compiled under ``COMPILE_ONLY``), the launcher reports that

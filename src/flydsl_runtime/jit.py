@@ -23,6 +23,14 @@ in process, by
 * bound self: the instance's ``__cache_signature__()`` when it has one, else its identity
   (the entry keeps the instance alive so the id cannot be reused).
 
+In the key, every part that does not depend on an argument's value (a tensor's signature, a
+stream's, the target with the env key) is an interned token (:func:`.argsig.token`) hashed by
+identity, so the key hashes in constant time per argument; ``Entry.key`` holds the same key
+spelled out (what :mod:`.explain` compares). A plain call's warm path is written out in
+``__call__``: reads and identity checks only, each the test the general path makes, and
+anything unusual (keywords, a failed guard, hints, debug info, verify mode, an entry with
+extra guards) goes to the general path.
+
 A hit calls the stored ``CompiledFunction`` directly. A miss asks FlyDSL to trace and compile
 as usual (its IR-keyed memory and disk caches stay the cross-process truth), records the
 entry with FlyDSL's IR key, and logs why it missed (:mod:`flydsl_runtime.explain`). Under
@@ -56,7 +64,7 @@ from flydeps.graph import NodeKind
 
 from . import explain
 from ._hooks import take_trace_env_reads
-from .argsig import ArgSigner
+from .argsig import ArgSigner, SigToken, signatures, token
 from .binder import ArgBinder
 from .debuginfo import positions_in_ir
 from .envkey import VALUE_KEYED_ENV_VARS, env_key, paths_configured
@@ -164,46 +172,56 @@ def _positions_digest(fp: Fingerprint) -> str:
 class CallEnv(NamedTuple):
     """What a warm call reads from the environment: the resolved target, the code-gen env
     key, ``COMPILE_ONLY``, whether ``FLYDEPS_VERIFY`` and ``FLYDSL_DEBUG_ENABLE_DEBUG_INFO``
-    are set. All are functions of ``os.environ`` alone."""
+    are set. All are functions of ``os.environ`` alone. ``token`` stands for
+    ``(target, env)`` in a launcher key (:func:`.argsig.token`: hashed by identity)."""
 
     target: tuple[str, str, int]
     env: object
     compile_only: bool
     verify: bool
     debug_info: bool
+    token: SigToken
 
 
 # (environment version, CallEnv): a warm call re-reads the environment only after
 # os.environ was modified (flydeps._environ.version: PEP 509 tag or dict watcher).
-_call_env_memo: tuple[object, CallEnv | None] = (None, None)
+# [environment version, CallEnv], replaced as a pair (one slice assignment, under the GIL;
+# flydsl_runtime._warmcall reads the same list). The first item starts as an object that is
+# never a version (None means "no version on this interpreter": nothing is memoized then).
+_call_env_memo: list = [object(), None]
 
 
 def _call_env() -> CallEnv:
     """The environment's part of a warm call, memoized on the environment's version."""
-    global _call_env_memo
     version = environ_version()
-    memo = _call_env_memo
-    if version is not None and memo[0] == version:
-        return memo[1]  # type: ignore[return-value]
+    memo_version, memo_env = _call_env_memo
+    if version is not None and memo_version == version:
+        return memo_env  # type: ignore[no-any-return]
     resolved = resolved_target()
+    env = env_key(resolved[1])
     facts = CallEnv(
         resolved,
-        env_key(resolved[1]),
+        env,
         env_flag(b"COMPILE_ONLY"),
         _env_get(b"FLYDEPS_VERIFY") is not None,
         _env_get(_DEBUG_INFO) is not None,
+        token((resolved, env)),
     )
     if version is not None and not paths_configured():  # path effects are re-stat'ed per call
-        _call_env_memo = (version, facts)
+        _call_env_memo[:] = (version, facts)
     return facts
 
 
 _device_id: Callable[[], int] | None = None  # FlyDSL's active-device reader (target.device_id_reader)
 
 
+_device_cell: list = [None]  # the same reader, for flydsl_runtime._warmcall
+
+
 def _bind_device_id() -> Callable[[], int]:
     global _device_id
     _device_id = device_id_reader()
+    _device_cell[0] = _device_id
     return _device_id
 
 
@@ -217,7 +235,23 @@ def _freeze(value: object) -> object:
     return value
 
 
-class Launcher:
+def _warm_base() -> type:
+    """The C warm path's base type, configured; ``object`` when it is not built or
+    ``FLYDEPS_WARMCALL=0`` (the Python warm path, ``Launcher._py_call``, is then ``__call__``)."""
+    if not settings.flag("FLYDEPS_WARMCALL", True):
+        return object
+    try:
+        from . import _warmcall  # type: ignore[attr-defined]
+    except ImportError:
+        return object
+    _warmcall.configure(_call_env_memo, environ_version, ir.Context, _HINTS_TLS, _device_cell)
+    return _warmcall.WarmCall
+
+
+_WarmBase = _warm_base()
+
+
+class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
     """A FlyDSL ``@jit`` launcher with an exact, guard-validated in-process key."""
 
     def __init__(self, jit_function: JitFunction, *, on_drift: str = "raise") -> None:
@@ -235,6 +269,9 @@ class Launcher:
         self._signer: ArgSigner | None = None
         self._binder: ArgBinder | None = None
         self._nparams = -1
+        # number of positional arguments -> the defaults completing them (ArgBinder.tails);
+        # empty until the first call has bound the signature
+        self._tails: Mapping[int, tuple] = {}
         self._hits = 0
         self._misses = 0
         functools.update_wrapper(self, jit_function.func)
@@ -254,7 +291,7 @@ class Launcher:
         self._jf.compile_hints = hints
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or "_jf" not in self.__dict__:
+        if name.startswith("__") or name == "_jf":  # _jf unset: __init__ has not run
             raise AttributeError(name)
         return getattr(self._jf, name)
 
@@ -289,8 +326,50 @@ class Launcher:
     def _bound_call(self, obj: object, *args: Any, **kwargs: Any) -> Any:
         return self._call(obj, args, kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _py_call(self, *args: Any, **kwargs: Any) -> Any:
+        """The warm path of a plain call, written out: reads and identity checks only, each
+        the same test :meth:`_call` makes. Anything else (first call, a failed guard,
+        keywords, an argument list the binder must complete, a call inside a trace,
+        compile hints, debug info, FLYDEPS_VERIFY, a key without a usable entry) goes to
+        _call, which decides it from the start. ``__call__`` when the C warm path
+        (:mod:`._warmcall`, which makes the same tests and falls back to this) is not used."""
+        state = self._owners.get(None)
+        tail = self._tails.get(len(args))
+        memo_version, call_env = _call_env_memo  # one consistent pair
+        if (
+            state is not None
+            and tail is not None
+            and not kwargs
+            and memo_version == environ_version()
+            and ir.Context.current is None
+            and state.guard.check()
+        ):
+            if not call_env.debug_info and not call_env.verify and not self._jf.compile_hints:
+                positional = args + tail
+                key = (
+                    state.digest,
+                    self._signer.key(positional),  # type: ignore[union-attr]  # _tails set => signer set
+                    call_env.token,
+                    (_device_id or _bind_device_id())(),
+                    (),
+                    None,
+                )
+                entry = self._entries.get(key)
+                if (
+                    entry is not None
+                    and (entry.compiled is not None or call_env.compile_only)
+                    and not entry.extra_guards
+                    and getattr(_HINTS_TLS, "data", None) is None
+                    and entry.env_reads.holds()
+                ):
+                    self._hits += 1
+                    if call_env.compile_only:
+                        return None
+                    return entry.compiled(*positional)  # type: ignore[misc]
         return self._call(None, args, kwargs)
+
+    if _WarmBase is object:
+        __call__ = _py_call
 
     def _call(self, bound_self: object, args: tuple, kwargs: dict) -> Any:
         if ir.Context.current is not None:  # called from inside another trace: FlyDSL inlines
@@ -353,9 +432,10 @@ class Launcher:
     # --- key ------------------------------------------------------------------------
 
     def _key(self, state: _OwnerState, bound_self: object, positional: tuple, call_env: CallEnv | None = None) -> tuple:
+        """The call's key: ``(digest, argument key form, env token, device id, hints, self key)``
+        (see :meth:`_described` for the same key with every token spelled out)."""
         if call_env is None:
             call_env = _call_env()
-        target = (call_env.target, (_device_id or _bind_device_id())())
         overlay = getattr(_HINTS_TLS, "data", None)
         persistent = self._jf.compile_hints
         hints = _freeze(merge_compile_hints(persistent, overlay)) if (persistent or overlay) else ()
@@ -367,8 +447,17 @@ class Launcher:
         digest: str | tuple = state.digest
         if call_env.debug_info and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
+        device = (_device_id or _bind_device_id())()
         # _signer is set by _refresh_binder, which runs before the first key is made.
-        return (digest, self._signer.sign(positional), target, call_env.env, hints, self_key)  # type: ignore[union-attr]
+        return (digest, self._signer.key(positional), call_env.token, device, hints, self_key)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _described(key: tuple) -> tuple:
+        """``key`` as :mod:`.explain` reads it (``Entry.key``): ``(digest, argument signatures,
+        (target, device id), env key, hints, self key)``."""
+        digest, args, env_token, device, hints, self_key = key
+        target, env = env_token.sig
+        return (digest, signatures(args), (target, device), env, hints, self_key)
 
     def _with_positions(self, owner: type | None, state: _OwnerState) -> tuple[str, str, tuple]:
         """Under FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1 the IR carries file names and line tables, so
@@ -416,6 +505,7 @@ class Launcher:
         self._signer = ArgSigner(self._name, self._jf._sig)
         self._binder = ArgBinder(self._name, self._jf._sig, self._jf.func)
         self._nparams = len(self._jf._sig.parameters)
+        self._tails = self._binder.tails  # last: the warm path reads it before _signer
 
     def _refresh_binder(self) -> None:
         """After a failed guard: the launcher's ``__defaults__`` may have been replaced (the guard
@@ -491,7 +581,7 @@ class Launcher:
                 self._name,
                 signer.names,
                 previous.key if previous else None,
-                key,
+                self._described(key),
                 previous.fingerprint if previous else None,
                 state.fingerprint,
                 owner,
@@ -523,7 +613,7 @@ class Launcher:
                 # Keyed by identity: what the trace read of the instance's own state (its
                 # attributes, as they stand now the trace finished) must still hold on a hit.
                 extra = (*extra, fingerprint(pinned).guard())
-            entry = Entry(key, compiled, ir_key, state.fingerprint, extra, pinned)
+            entry = Entry(self._described(key), compiled, ir_key, state.fingerprint, extra, pinned)
             self._entries[key] = entry
             self._last[owner] = entry
             self._misses += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +16,14 @@ from flydsl.compiler.protocol import cache_signature  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from flydsl_runtime.argsig import ArgSigner, ArgumentSignatureError, tensor_signature  # noqa: E402
+from flydsl_runtime.argsig import (  # noqa: E402
+    ArgSigner,
+    ArgumentSignatureError,
+    SigToken,
+    signatures,
+    tensor_signature,
+    token,
+)
 
 # Every dtype FlyDSL maps to an MLIR element type, plus ones it only rejects at trace time:
 # the signature must agree with the adaptor for those too.
@@ -209,8 +217,9 @@ def test_registered_constructor_without_signature_is_rejected() -> None:
 
 
 def test_warm_path_signs_as_the_general_path_whatever_the_order_of_types() -> None:
-    """``signer.sign`` (the launcher's warm path: the last types' plan, checking the types
-    itself) answers what ``signer(...)`` answers, as argument types change call to call."""
+    """``signer.key`` (the launcher's warm path: the last types' plan in key form, checking
+    the types itself) spells out to what ``signer(...)`` answers, as argument types change
+    call to call; two key forms are equal exactly when the signatures are."""
     signer = ArgSigner("launch", resolve_signature(_launcher))
     general = ArgSigner("launch", resolve_signature(_launcher))
     t, u = torch.zeros(8, 2), torch.zeros(4, dtype=torch.float16)
@@ -225,25 +234,50 @@ def test_warm_path_signs_as_the_general_path_whatever_the_order_of_types() -> No
         (u.t() if u.dim() > 1 else u, 6, 7, fx.Stream(3), -0.0),
         (t, 5, (1, 2.5), None, 2.0),
     ]
+    keys = []
     for args in calls:
-        assert signer.sign(args) == general(args), args
-    assert signer.sign(calls[0]) == signer(calls[0])
+        key = signer.key(args)
+        assert signatures(key) == general(args), args
+        hash(key)
+        keys.append(key)
+    assert signatures(signer.key(calls[0])) == signer(calls[0])
+    for (k1, a1), (k2, a2) in itertools.product(zip(keys, calls), repeat=2):
+        assert (k1 == k2) == (general(a1) == general(a2)), (a1, a2)
+    # value-free signatures are tokens: the key hashes and compares by identity
+    assert all(type(part) is SigToken for part in keys[0][:1] + keys[0][1:2] + keys[0][3:4])
 
 
 def test_warm_path_errors_are_the_general_path_errors() -> None:
     """Bad input through the warm path: the same exceptions, naming the same parameter."""
     signer = ArgSigner("launch", resolve_signature(_launcher))
-    signer.sign((torch.zeros(4), 1, 1, None, 1.0))  # warm for (Tensor, int, int, NoneType, float)
+    signer.key((torch.zeros(4), 1, 1, None, 1.0))  # warm for (Tensor, int, int, NoneType, float)
     with pytest.raises(ArgumentSignatureError, match="'k'"):
-        signer.sign((torch.zeros(4), 1, [1, 2], None, 1.0))
+        signer.key((torch.zeros(4), 1, [1, 2], None, 1.0))
     with pytest.raises(ArgumentSignatureError, match="'a'"):
-        signer.sign((object(), 1, 1, None, 1.0))
+        signer.key((object(), 1, 1, None, 1.0))
     with pytest.raises(TypeError, match="takes 5 arguments, 4 given"):
-        signer.sign((torch.zeros(4), 1, 1, None))
+        signer.key((torch.zeros(4), 1, 1, None))
     strided = torch.zeros(4, 4).t()[0]  # no unit stride: FlyDSL's adaptor refuses it
     with pytest.raises(RuntimeError, match="no axis with stride == 1") as warm:
-        signer.sign((strided, 1, 1, None, 1.0))
+        signer.key((strided, 1, 1, None, 1.0))
     with pytest.raises(RuntimeError) as general:
         ArgSigner("launch", resolve_signature(_launcher))((strided, 1, 1, None, 1.0))
     assert str(warm.value) == str(general.value)
-    assert signer.sign((torch.zeros(4), 1, 1, None, 1.0)) == signer((torch.zeros(4), 1, 1, None, 1.0))
+    assert signatures(signer.key((torch.zeros(4), 1, 1, None, 1.0))) == signer((torch.zeros(4), 1, 1, None, 1.0))
+
+
+def test_tokens_are_interned_and_a_refilled_table_never_conflates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One token per signature; when the table is full and cleared, a signature met again
+    gets a new token that equals neither the old one nor any other signature's."""
+    from flydsl_runtime import argsig
+
+    sig = (TorchTensorJitArg, torch.float32, 4, False, (-1,), (1,))
+    assert token(sig) is token(sig)
+    assert signatures((token(sig), (int, 7))) == (sig, (int, 7))
+    old = token(sig)
+    monkeypatch.setattr(argsig, "_TOKEN_LIMIT", len(argsig._tokens))
+    other = token(("another signature",))  # the table was full: cleared first
+    renewed = token(sig)
+    assert renewed is not old and renewed != old and hash(renewed) != hash(old)
+    assert renewed != other and renewed.sig == old.sig
+    assert tensor_signature(torch.zeros(3)) == sig
