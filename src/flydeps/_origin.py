@@ -1,13 +1,14 @@
 """Where code comes from: the user's own code (walked) or a leaf (stdlib, third party).
 
 Contract: classifies module names and module objects; reads ``sys.modules`` entries'
-``__file__``, ``sysconfig`` paths and installed distribution metadata. Never imports a
-package to classify it. A kernel library installed into site-packages (not editable) is a
-leaf unless its top-level package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated,
-read at import): then its code is walked like the user's own. The detail string of a
-leaf (``torch==2.13.0``, ``python==3.11.7``) is what its digest stands for, so an upgrade
-of a dependency changes every fingerprint that reaches it, and nothing else about the
-machine does.
+``__file__``, ``sysconfig`` paths and installed distribution metadata (the index of
+distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``, keyed by the metadata
+files' sizes, times and inodes). Never imports a package to classify it. A kernel library
+installed into site-packages (not editable) is a leaf unless its top-level package is
+named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its code is
+walked like the user's own. The detail string of a leaf (``torch==2.13.0``,
+``python==3.11.7``) is what its digest stands for, so an upgrade of a dependency changes
+every fingerprint that reaches it, and nothing else about the machine does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.metadata
+import json
 import os
 import site
 import sys
@@ -62,8 +64,84 @@ def _distributions() -> dict[str, list[str]]:
     return _index()[0]
 
 
+_METADATA_FILES = ("METADATA", "PKG-INFO", "top_level.txt", "RECORD")
+_INDEX_FORMAT = 1
+
+
+def _metadata_state() -> str:
+    """A digest of everything the index is read from, by metadata: each ``sys.path`` entry
+    (a file by its size, time and inode) and, in each directory entry, every
+    ``*.dist-info`` / ``*.egg-info`` with the size, modification time and inode of itself
+    and of the files the index reads. Installing, removing or rewriting a distribution
+    changes it."""
+    h = blake3(f"{PYTHON_DETAIL} {sys.executable} {_INDEX_FORMAT}\0".encode("utf-8", "surrogatepass"))
+    h.update(" ".join(type(finder).__qualname__ for finder in sys.meta_path).encode() + b"\0")
+    for entry in sys.path:
+        path = entry or os.getcwd()
+        try:
+            st = os.stat(path)
+        except OSError:
+            h.update(f"{entry}\0-\0".encode("utf-8", "surrogatepass"))
+            continue
+        if not os.path.isdir(path):  # a zip or egg file: by its own metadata
+            h.update(f"{entry}\0{st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
+            continue
+        # A directory by its distributions only (its own time moves with any file written there).
+        h.update(f"{entry}\0dir\0".encode("utf-8", "surrogatepass"))
+        try:
+            names = sorted(n for n in os.listdir(path) if n.endswith((".dist-info", ".egg-info")))
+        except OSError:
+            continue
+        for name in names:
+            meta = os.path.join(path, name)
+            for file in (meta, *(os.path.join(meta, f) for f in _METADATA_FILES)):
+                try:
+                    fst = os.stat(file)
+                except OSError:
+                    continue
+                h.update(f"{file}\0{fst.st_size} {fst.st_mtime_ns} {fst.st_ino}\0".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _memo_file(state: str) -> str:
+    base = settings.text("FLYDEPS_CACHE_DIR")
+    if not base:
+        import platformdirs
+
+        base = platformdirs.user_cache_dir("flydeps")
+    return os.path.join(base, "origin", f"index-{state[:32]}.json")
+
+
 @functools.lru_cache(maxsize=None)
 def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """:func:`_scan`, remembered on disk (``$FLYDEPS_CACHE_DIR/origin``) by
+    :func:`_metadata_state`: a new process with the same installed distributions reads one
+    small JSON file instead of every distribution's metadata. An unreadable or foreign
+    file is ignored and rewritten; a directory that cannot be written costs only the scan."""
+    state = _metadata_state()
+    path = _memo_file(state)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("state") == state:
+            packages = {str(k): [str(d) for d in v] for k, v in data["packages"].items()}
+            versions = {str(k): str(v) for k, v in data["versions"].items()}
+            return packages, versions
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    packages, versions = _scan()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"state": state, "packages": packages, "versions": versions}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return packages, versions
+
+
+def _scan() -> tuple[dict[str, list[str]], dict[str, str]]:
     packages: dict[str, list[str]] = {}
     versions: dict[str, str] = {}
     for dist in importlib.metadata.distributions():

@@ -146,8 +146,16 @@ SETTINGS: dict[str, Setting] = {
             "FLYDEPS_CACHE_DIR",
             "text",
             "",
-            "directory of the CLI's parse and result cache (default: the user cache directory)",
-            read="by the CLI",
+            "directory of the CLI's parse and result cache, the installed-distribution index and "
+            "flydsl_runtime's persistent index (default: the user cache directory)",
+            read="by the CLI; by a process's first fingerprint; on each launcher miss",
+        ),
+        Setting(
+            "FLYDEPS_INDEX",
+            "flag",
+            "on",
+            "off: flydsl_runtime neither reads nor writes its persistent index (a new process traces every kernel)",
+            read="on each launcher miss",
         ),
         Setting(
             "FLYDEPS_MAX_FILE_BYTES",

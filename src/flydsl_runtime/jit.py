@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 
 from blake3 import blake3
 from flydsl._mlir import ir
+from flydsl.compiler.backends import get_backend
 from flydsl.compiler.jit_function import CompiledFunction, JitFunction
 from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hints
 
@@ -62,13 +63,14 @@ from flydeps.drift import DriftPolicy, check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
 from flydeps.graph import NodeKind
 
-from . import explain
+from . import explain, index
 from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner, SigToken, signatures, token
 from .binder import ArgBinder
 from .debuginfo import positions_in_ir
 from .envkey import VALUE_KEYED_ENV_VARS, env_key, paths_configured
 from .target import device_id_reader, resolved_target
+from .verify import StaleArtifactError
 
 __all__ = ["CacheInfo", "Entry", "Launcher", "ON_DRIFT"]
 
@@ -590,10 +592,29 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 explain.log_recompile(self._name, reasons)
             extra = tuple(fingerprint(fn).guard() for fn in signer.callables(positional))
             full = (bound_self, *positional) if bound_self is not None else positional
+            described = self._described(key)
+            identity_keyed = key[5] is not None and not hasattr(type(bound_self), "__cache_signature__")
+            pkey = index.persistent_key(self._name, described) if not identity_keyed and index.enabled() else None
+            row = index.lookup(pkey) if pkey is not None else None
+            verifying = settings.flag("FLYDEPS_VERIFY", False)
+            if row is not None and not verifying:
+                loaded = self._load(row, bound_self, positional, compile_only)
+                if loaded is not None:  # FlyDSL's artifact, no trace: the state stays as validated
+                    compiled = loaded[0]
+                    entry = Entry(
+                        described, compiled, row.ir_key, state.fingerprint, extra, None, EnvReads(row.env_reads)
+                    )
+                    self._entries[key] = entry
+                    self._last[owner] = entry
+                    self._misses += 1
+                    log.info("%s: loaded from the persistent index, no trace (IR %s)", self._name, row.ir_key[:16])
+                    return compiled, False
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
             ir_key = self._jf._last_compiled[0]
             build.finish(start)
+            if row is not None and verifying and row.ir_key != ir_key:
+                raise StaleArtifactError(self._name, row.ir_key, ir_key, ("the persistent index row's IR differs",))
             after = build.stable(state.fingerprint.refresh)
             judgement = build.judge(state.fingerprint, after)
             if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
@@ -613,12 +634,55 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 # Keyed by identity: what the trace read of the instance's own state (its
                 # attributes, as they stand now the trace finished) must still hold on a hit.
                 extra = (*extra, fingerprint(pinned).guard())
-            entry = Entry(self._described(key), compiled, ir_key, state.fingerprint, extra, pinned)
+            entry = Entry(described, compiled, ir_key, state.fingerprint, extra, pinned)
             self._entries[key] = entry
             self._last[owner] = entry
             self._misses += 1
+            if pkey is not None and not extra and (row is None or row.ir_key != ir_key) and self._on_disk(ir_key):
+                if row is not None:  # its artifact was gone, and the trace gives other IR for the same key
+                    log.warning(
+                        "%s: the persistent index row of this call named IR %s, a fresh trace gives %s: "
+                        "the trace read something its key does not cover (docs/guarantees.md, Limits); "
+                        "the row is replaced",
+                        self._name,
+                        row.ir_key[:16],
+                        ir_key[:16],
+                    )
+                index.record(pkey, self._name, ir_key, entry.env_reads, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
+
+    def _on_disk(self, ir_key: str) -> bool:
+        """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""
+        manager = self._jf.cache_manager
+        artifact = self._jf._mem_cache.get(ir_key)
+        if manager is None or artifact is None or getattr(artifact, "_ktrace_traced", False):
+            return False
+        return index.disk_key(ir_key) in manager  # also remembers the toolchain key in the index
+
+    def _load(
+        self, row: index.Row, bound_self: object, positional: tuple, compile_only: bool
+    ) -> tuple[CompiledFunction | None] | None:
+        """FlyDSL's artifact of a persistent row, read by FlyDSL's own cache manager, made
+        into its ``CompiledFunction`` for this call's arguments (``(None,)`` under
+        COMPILE_ONLY); None (a miss, noted) when the artifact is missing or unreadable."""
+        jf = self._jf
+        jf._ensure_cache_manager()
+        manager = jf.cache_manager
+        artifact = manager.get(index.disk_key(row.ir_key)) if manager is not None else None
+        if artifact is None or getattr(artifact, "_ktrace_traced", False):
+            log.info("%s: persistent index row without a usable FlyDSL artifact, tracing", self._name)
+            return None
+        jf._mem_cache[row.ir_key] = artifact
+        jf._last_compiled = (row.ir_key, artifact)
+        if compile_only:
+            return (None,)
+        jf._backend_target = get_backend().target
+        _self, args = jf._split_self((bound_self, *positional) if bound_self is not None else positional)
+        bound = jf._sig.bind(*args)
+        bound.apply_defaults()
+        jf._resolve_arguments(bound.arguments)
+        return (jf._make_compiled_function(row.ir_key, bound, None),)
 
 
 def jit(func: Callable[..., Any] | None = None, *, on_drift: str = "raise") -> Any:

@@ -11,6 +11,7 @@ so it must contain everything the running version's answer has, ``__pycache__`` 
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -75,11 +76,50 @@ def test_malformed_metadata_is_read_as_importlib_reads_it(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("top", ["blake3", "libcst"])
 def test_index_is_what_a_fresh_process_reads(top: str) -> None:
-    """The index is built once per process from the installed files (nothing cached on disk)."""
+    """The index a process reads back from disk is the one a scan of the installed files gives."""
     _origin._index.cache_clear()
     _origin._distributions.cache_clear()
     try:
         assert _origin._distributions()[top]
+        assert _origin._index() == _origin._scan()
+    finally:
+        _origin._index.cache_clear()
+        _origin._distributions.cache_clear()
+
+
+def _fresh_index() -> tuple[dict, dict]:
+    _origin._index.cache_clear()
+    return _origin._index()
+
+
+def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad input and changes: a distribution installed, rewritten in place or removed is
+    seen by the next process; a corrupt or foreign memo file is ignored and rewritten; a
+    cache directory that cannot be written costs only the scan."""
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    monkeypatch.syspath_prepend(str(site_dir))
+    try:
+        before = _fresh_index()
+        assert "memo_probe" not in before[0]
+        info = site_dir / "memo_probe-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memo-probe\nVersion: 1.0\n")
+        (info / "top_level.txt").write_text("memo_probe\n")
+        installed = _fresh_index()
+        assert installed[0]["memo_probe"] == ["memo-probe"] and installed[1]["memo-probe"] == "1.0"
+        assert installed == _fresh_index()  # read back from the memo
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memo-probe\nVersion: 1.10\n")  # in place
+        assert _fresh_index()[1]["memo-probe"] == "1.10"
+        memo = Path(_origin._memo_file(_origin._metadata_state()))
+        for junk in ("{not json", '{"state": "someone else", "packages": {}, "versions": {}}', "[]"):
+            memo.write_text(junk)
+            assert _fresh_index() == _origin._scan()
+        shutil.rmtree(info)
+        assert "memo_probe" not in _fresh_index()[0]
+        monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(memo))  # a file: nothing can be written under it
+        assert _fresh_index() == _origin._scan()
     finally:
         _origin._index.cache_clear()
         _origin._distributions.cache_clear()

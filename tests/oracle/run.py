@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     with tempfile.TemporaryDirectory(prefix="flydeps-oracle-plan-") as tmp:
         os.environ["FLYDSL_RUNTIME_CACHE_DIR"] = str(Path(tmp) / "flydsl-cache")
+        os.environ["FLYDEPS_CACHE_DIR"] = str(Path(tmp) / "flydeps-cache")  # the persistent index
         plan_path = Path(tmp) / "plan.json"
         plan = make_plan(plan_path)
         try:

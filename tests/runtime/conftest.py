@@ -4,10 +4,10 @@ FlyDSL's ROCm backend needs ``$ROCM_PATH/llvm/bin/ld.lld`` and ``$ROCM_PATH/amdg
 When ``ROCM_PATH`` is not set, this builds that root out of symlinks to Debian's ``lld-19``
 and ``rocm-device-libs`` (installed by ``.ci/setup_rocm.sh``) under a cache directory, and
 selects ``ARCH=gfx942``, so a bare ``pytest`` compiles real code objects on a CPU-only box.
-The FlyDSL disk cache goes to a per-session temporary directory so no test reads an artifact
-another run left behind. Every test here is marked ``flydsl`` and the whole directory is
-skipped (not failed) only where ``flydsl`` cannot be imported; a missing compile root fails
-with the command that installs it.
+The FlyDSL disk cache and flydeps' persistent index go to per-session temporary directories
+so no test reads an artifact or a row another run left behind. Every test here is marked
+``flydsl`` and the whole directory is skipped (not failed) only where ``flydsl`` cannot be
+imported; a missing compile root fails with the command that installs it.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ if ROCM_ROOT is not None:
     os.environ["ROCM_PATH"] = str(ROCM_ROOT)
     os.environ.setdefault("ARCH", "gfx942")
 os.environ["FLYDSL_RUNTIME_CACHE_DIR"] = tempfile.mkdtemp(prefix="flydeps-flydsl-cache-")
+os.environ["FLYDEPS_CACHE_DIR"] = tempfile.mkdtemp(prefix="flydeps-index-")  # persistent index, per session
 os.environ.pop("COMPILE_ONLY", None)
 
 

@@ -50,6 +50,7 @@ def _script(fdk: Any, cls: type[Launcher], traces: list[str]) -> list[tuple]:
 
 
 def _steps(fdk: Any, cls: type[Launcher], traces: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    monkeypatch.setenv("FLYDEPS_INDEX", "0")  # the second run would load the first run's rows
     vadd_mod, defaults_mod = fdk.module("vadd"), fdk.module("defaults")
     vadd = _fresh(vadd_mod.vadd, cls)
     axpy = _fresh(vadd_mod.axpy, cls)

@@ -1,0 +1,186 @@
+"""Start without tracing: a fresh process's first kernel call, flydeps' persistent index vs
+FlyDSL 0.5's own disk cache (which must trace first), side by side.
+
+Run (CPU-only machine; .ci/setup_rocm.sh provides the compile root)::
+
+    ROCM_PATH=/opt/flydeps-rocm ARCH=gfx942 python benchmarks/bench_start.py [--rounds 5] [--json]
+
+One temporary directory holds FlyDSL's disk cache, flydeps' persistent index and the
+generated flash-attention-shaped package (``gen_large_launcher.py``: 450 helpers over 32
+modules). Launchers: ``small`` (``bench_jit.py``'s 8-argument one) and ``large``. The disk
+is warmed first (one process per launcher and tool writes FlyDSL's artifact and, for
+flydeps, the index row). Then, per round and launcher, fresh processes alternate:
+
+* ``flydeps``: ``flydsl_runtime`` launcher, first call: fingerprint (the launcher's
+  dependency state), index lookup, FlyDSL artifact load — no trace, no lowering;
+* ``FlyDSL 0.5``: ``flydsl.compiler.jit`` launcher, first call: trace, print and hash the
+  IR, then the same disk cache hit.
+
+Both under ``COMPILE_ONLY=1`` (no GPU here: both stop where the launch would start). The
+time is the first call alone (imports and argument creation excluded), median of rounds;
+FlyDSL traces in the flydeps process are counted (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _child(tool: str, shape: str, packages: str) -> None:
+    """One fresh process: set up the launcher, time its first call, print JSON."""
+    sys.path[:0] = [str(HERE), packages]
+    import torch
+    from flydsl.compiler.jit_function import JitFunction
+
+    traces: list[str] = []
+    real_trace = JitFunction._trace
+
+    def spy(self: JitFunction, *args: object, **kwargs: object) -> object:
+        traces.append(self.func.__name__)
+        return real_trace(self, *args, **kwargs)
+
+    JitFunction._trace = spy  # type: ignore[method-assign]
+    split: dict[str, float] = {}
+    if tool == "flydeps":
+        import flydsl_runtime
+        from flydsl_runtime import index
+
+        jit_module = importlib.import_module("flydsl_runtime.jit")
+
+        def timed(name: str, fn: Any) -> Any:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    split[name] = split.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+
+            return run
+
+        for owner, name, label in (
+            (jit_module, "fingerprint_roots", "fingerprint_ms"),  # the launcher's dependency state
+            (index, "lookup", "lookup_ms"),
+            (jit_module.Launcher, "_load", "load_ms"),  # FlyDSL's artifact -> CompiledFunction
+        ):
+            setattr(owner, name, timed(label, getattr(owner, name)))
+    if shape == "small":
+        enable_cache = os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"]
+        from bench_jit import axpy4
+
+        os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = enable_cache  # bench_jit turns it off at import
+
+        if tool == "flydeps":
+            import flydsl_runtime.flyc as flyc
+
+            launch = flyc.jit(axpy4)
+        else:
+            import flydsl.compiler as flyc_flydsl
+
+            launch = flyc_flydsl.jit(axpy4)
+        args: tuple = (*(torch.zeros(4096) for _ in range(5)), 4096, 2)
+    else:
+        if tool == "flydeps":
+            flydsl_runtime.install()
+        try:
+            launch = importlib.import_module("startfa.launcher").launch
+        finally:
+            if tool == "flydeps":
+                flydsl_runtime.uninstall()
+        args = (*(torch.zeros(256) for _ in range(3)), 256)
+    t0 = time.perf_counter()
+    launch(*args)
+    first_ms = (time.perf_counter() - t0) * 1e3
+    sys.stdout.write(json.dumps({"first_call_ms": first_ms, "traces": len(traces), "split": split}) + "\n")
+
+
+def _run(tool: str, shape: str, packages: Path, env: dict[str, str]) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", tool, shape, str(packages)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"bench_start: the {tool} {shape} process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    parser.add_argument("--child", nargs=3, metavar=("TOOL", "SHAPE", "PACKAGES"), help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.child:
+        _child(*opts.child)
+        return 0
+    sys.path.insert(0, str(HERE))
+    from gen_large_launcher import write_package
+
+    with tempfile.TemporaryDirectory(prefix="flydeps-start-") as tmp:
+        packages = Path(tmp) / "packages"
+        write_package(packages, "startfa", 32, 14)
+        env = dict(os.environ)
+        env.update(
+            ARCH=env.get("ARCH", "gfx942"),
+            ROCM_PATH=env.get("ROCM_PATH", "/opt/flydeps-rocm"),
+            COMPILE_ONLY="1",
+            FLYDSL_RUNTIME_CACHE_DIR=str(Path(tmp) / "flydsl-cache"),
+            FLYDSL_RUNTIME_ENABLE_CACHE="1",
+            FLYDEPS_CACHE_DIR=str(Path(tmp) / "flydeps-cache"),
+        )
+        env.pop("FLYDEPS_VERIFY", None)
+        shapes, tools = ("small", "large"), ("flydeps", "FlyDSL 0.5")
+        for shape in shapes:  # warm disk: FlyDSL's artifact and flydeps' row
+            for tool in ("flydeps", "flydsl"):
+                _run(tool, shape, packages, env)
+        samples: dict[tuple[str, str], list[dict[str, Any]]] = {(t, s): [] for t in tools for s in shapes}
+        for _ in range(opts.rounds):
+            for shape in shapes:
+                samples[("flydeps", shape)].append(_run("flydeps", shape, packages, env))
+                samples[("FlyDSL 0.5", shape)].append(_run("flydsl", shape, packages, env))
+    summary: dict[str, Any] = {"python": sys.version.split()[0], "rounds": opts.rounds, "rows": {}}
+    for shape in shapes:
+        ours, theirs = samples[("flydeps", shape)], samples[("FlyDSL 0.5", shape)]
+        split_keys = sorted({k for s in ours for k in s["split"]})
+        summary["rows"][shape] = {
+            "flydeps_first_call_ms": statistics.median(s["first_call_ms"] for s in ours),
+            "flydeps_traces": max(s["traces"] for s in ours),
+            "flydeps_split_ms": {k: statistics.median(s["split"].get(k, 0.0) for s in ours) for k in split_keys},
+            "flydsl_first_call_ms": statistics.median(s["first_call_ms"] for s in theirs),
+            "flydsl_traces": min(s["traces"] for s in theirs),
+        }
+        row = summary["rows"][shape]
+        row["speedup"] = row["flydsl_first_call_ms"] / row["flydeps_first_call_ms"]
+    if opts.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return 0
+    out = [
+        f"Python {summary['python']}; fresh process, warm disk, first call (COMPILE_ONLY=1), "
+        f"median of {opts.rounds} rounds.",
+        "",
+        "| launcher | FlyDSL 0.5 first call | flydeps first call | speedup | flydeps: fingerprint / lookup / load "
+        "| traces (flydeps, FlyDSL) |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for shape, row in summary["rows"].items():
+        split = row["flydeps_split_ms"]
+        parts = " / ".join(f"{split.get(k, 0.0):.1f}" for k in ("fingerprint_ms", "lookup_ms", "load_ms"))
+        out.append(
+            f"| {shape} | {row['flydsl_first_call_ms']:.1f} ms | {row['flydeps_first_call_ms']:.1f} ms "
+            f"| {row['speedup']:.1f}x | {parts} ms | {row['flydeps_traces']}, {row['flydsl_traces']} |"
+        )
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,386 @@
+"""The persistent index: a launcher's cross-process key -> FlyDSL's artifact, so a new process
+can start a kernel without tracing it.
+
+Contract
+--------
+Store: one SQLite file, ``runtime-index-v1.sqlite3`` under ``FLYDEPS_CACHE_DIR`` (default:
+``platformdirs.user_cache_dir("flydeps")``), in WAL mode. One row per specialization:
+``(key, env_reads) -> (launcher, ir_key, created, python)``. Nothing is pickled here: keys
+are hex digests, the rest JSON text. FlyDSL keeps the artifact itself in its own disk cache
+(``FLYDSL_RUNTIME_CACHE_DIR``, pickles it writes and reads under its own file locks); a row
+names it by FlyDSL's IR key, and the disk file is found the way FlyDSL finds it
+(``_disk_cache_key``: the IR key namespaced by the *current* toolchain digest), so a row
+written under another toolchain finds nothing.
+
+:func:`persistent_key` maps a launcher's in-process key (``Entry.key``, spelled out) to a
+hex digest that is the same in every process and on every machine that would trace the
+same IR: the launcher's qualified name, the dependency digest of its owner state (a blake3
+Merkle digest of code and values, stable across processes), each argument's signature
+(library types by module and name, dtypes by name, scalars by type and value, floats by
+bits), the resolved target (backend, arch, warp size; never a device id), the code-gen env
+by effect (:mod:`.envkey`), the compile hints, a bound instance's class and
+``__cache_signature__()``, the FlyDSL and flydeps versions and the Python minor version.
+It is ``None`` — the call is never persisted, it traces in each new process — when a part
+has no name that is the same across processes: a type defined in a function
+(``<locals>``) or in user code among the argument signatures, a value of another type, an
+instance keyed by identity, a digest that includes source positions (debug info).
+
+The trace's reads of ``os.environ`` are part of a row: a row applies only where every
+variable it lists still has the value the trace read (a different value is another row).
+
+:func:`lookup` returns the first applicable row or ``None``; :func:`record` adds a row
+(``INSERT OR IGNORE``: two processes recording the same specialization leave one row).
+Every failure of the store — unreadable, corrupt, truncated, locked for too long, not
+writable — is a miss or a skipped write with one warning on the ``flydsl_runtime`` logger
+naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
+started. Nothing here raises into a launcher call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from blake3 import blake3
+
+from flydeps import settings
+from flydeps._environ import EnvReads
+
+__all__ = ["INDEX_NAME", "Row", "disk_key", "enabled", "index_path", "lookup", "persistent_key", "record"]
+
+log = logging.getLogger("flydsl_runtime")
+
+INDEX_NAME = "runtime-index-v1.sqlite3"
+_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS specializations (
+    key TEXT NOT NULL,
+    env_reads TEXT NOT NULL,
+    launcher TEXT NOT NULL,
+    ir_key TEXT NOT NULL,
+    created REAL NOT NULL,
+    python TEXT NOT NULL,
+    PRIMARY KEY (key, env_reads)
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS toolchains (
+    files TEXT PRIMARY KEY,
+    flydsl_key TEXT NOT NULL
+)
+""",
+)
+# Top-level packages whose types may appear by name in a persistent key: their code is
+# covered by the versions in the key. A user type's definition is not, so it is not named.
+_LIBRARY_TYPES = frozenset({"builtins", "flydsl", "torch", "numpy"})
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One recorded specialization."""
+
+    key: str
+    env_reads: tuple[tuple[str, str | None], ...]
+    launcher: str
+    ir_key: str
+
+
+def enabled() -> bool:
+    """True when rows may be read and written: ``FLYDEPS_INDEX`` is on and FlyDSL's disk
+    cache, which holds the artifacts rows point to, is enabled (read on each miss)."""
+    if not settings.flag("FLYDEPS_INDEX", True):
+        return False
+    from flydsl.utils import env
+
+    return bool(env.runtime.cache_dir) and bool(env.runtime.enable_cache)
+
+
+def index_path() -> Path:
+    base = settings.text("FLYDEPS_CACHE_DIR")
+    if not base:
+        import platformdirs
+
+        base = platformdirs.user_cache_dir("flydeps")
+    return Path(base) / INDEX_NAME
+
+
+# --- the cross-process key ---------------------------------------------------------
+
+
+class _Unnamed(Exception):
+    """A key part without a name that is the same in every process."""
+
+
+def _type_name(tp: type, *, user_ok: bool) -> str:
+    qualname = getattr(tp, "__qualname__", "")
+    module = getattr(tp, "__module__", "") or ""
+    if "<locals>" in qualname or not qualname or not module:
+        raise _Unnamed(f"type {tp!r}")
+    if not user_ok and module.split(".")[0] not in _LIBRARY_TYPES:
+        raise _Unnamed(f"user type {module}.{qualname}")
+    return f"{module}:{qualname}"
+
+
+def _canonical(value: object, *, user_types: bool = False) -> object:
+    """A JSON-able description of a key part, equal across processes exactly when the part is."""
+    tp = type(value)
+    if value is None:
+        return ["n"]
+    if tp is bool:
+        return ["b", value]
+    if tp is int:
+        return ["i", str(value)]
+    if tp is str:
+        return ["s", value]
+    if tp is float:
+        return ["f", struct.pack("<d", value).hex()]
+    if tp is bytes:
+        return ["y", value.hex()]  # type: ignore[attr-defined]
+    if tp is tuple:
+        return ["t", [_canonical(v, user_types=user_types) for v in value]]  # type: ignore[attr-defined]
+    if isinstance(value, type):
+        return ["c", _type_name(value, user_ok=user_types)]
+    if tp.__module__ == "torch" and tp.__name__ == "dtype":
+        return ["d", str(value)]
+    raise _Unnamed(f"value of type {tp.__module__}.{tp.__qualname__}")
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+_VERSIONS: tuple[str, str, str] | None = None
+
+
+def _versions() -> tuple[str, str, str]:
+    global _VERSIONS
+    if _VERSIONS is None:
+        import flydsl
+
+        _VERSIONS = (
+            getattr(flydsl, "__version__", _distribution_version("flydsl")),
+            _distribution_version("flydeps"),
+            f"{sys.version_info[0]}.{sys.version_info[1]}",
+        )
+    return _VERSIONS
+
+
+def persistent_key(launcher: str, described: tuple) -> str | None:
+    """The cross-process key of a launcher call keyed ``described`` (``Entry.key`` form:
+    digest, argument signatures, (target, device id), env key, hints, self key), or None
+    when a part cannot be named across processes (see the module docstring)."""
+    digest, signatures, (target, _device), env, hints, self_key = described
+    if type(digest) is not str:
+        return None  # source positions (debug info): re-stat'ed per call, never persisted
+    try:
+        parts = [
+            ["launcher", launcher],
+            ["digest", digest],
+            ["args", [_canonical(s) for s in signatures]],
+            ["target", _canonical(tuple(target))],
+            ["env", _canonical(env)],
+            ["hints", _canonical(hints)],
+            ["self", _canonical(self_key, user_types=True)],
+            ["versions", list(_versions())],
+        ]
+    except _Unnamed as why:
+        log.debug("%s: not persisted (%s has no cross-process name)", launcher, why)
+        return None
+    text = json.dumps(parts, separators=(",", ":"), sort_keys=False)
+    return blake3(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# --- the store -----------------------------------------------------------------------
+
+_lock = threading.Lock()
+_connections: dict[tuple[Path, int], sqlite3.Connection] = {}
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """One connection per file and thread (sqlite3 connections are not shared across threads)."""
+    key = (path, threading.get_ident())
+    with _lock:
+        conn = _connections.get(key)
+        if conn is not None:
+            return conn
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+    except sqlite3.Error:
+        conn.close()
+        raise
+    with _lock:
+        _connections[key] = conn
+    return conn
+
+
+def _forget(path: Path) -> None:
+    with _lock:
+        for key in [k for k in _connections if k[0] == path]:
+            _connections.pop(key).close()
+
+
+def _set_aside(path: Path, error: Exception) -> None:
+    """A corrupt index: moved aside (kept for inspection), a new one starts on next use."""
+    _forget(path)
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    try:
+        os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        log.warning("flydsl_runtime: persistent index %s is unreadable (%s); moved to %s", path, error, aside)
+    except OSError as exc:
+        log.warning(
+            "flydsl_runtime: persistent index %s is unreadable (%s) and could not be moved: %s", path, error, exc
+        )
+
+
+def _is_corruption(error: sqlite3.Error) -> bool:
+    """SQLite's words for a damaged or foreign file (a locked or unwritable one is not)."""
+    text = str(error)
+    return "malformed" in text or "not a database" in text
+
+
+def _reads_json(reads: EnvReads) -> str | None:
+    if reads.listed is not None:
+        return None  # the trace listed the whole environment: not persisted
+    return json.dumps(sorted([name, value] for name, value in reads.values), separators=(",", ":"))
+
+
+def lookup(key: str) -> Row | None:
+    """The first row of ``key`` whose environment reads hold now, or None (also on any
+    failure of the store, after one warning)."""
+    path = index_path()
+    if not path.exists():
+        return None
+    try:
+        rows = (
+            _connect(path)
+            .execute("SELECT env_reads, launcher, ir_key FROM specializations WHERE key = ?", (key,))
+            .fetchall()
+        )
+    except sqlite3.Error as error:
+        if _is_corruption(error):
+            _set_aside(path, error)
+        else:
+            log.warning("flydsl_runtime: persistent index %s not read: %s", path, error)
+        return None
+    for reads_text, launcher, ir_key in rows:
+        try:
+            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+        except (ValueError, TypeError):
+            continue  # a row this version cannot read: never applies
+        if all(os.environ.get(name) == value for name, value in reads):
+            return Row(key, reads, launcher, ir_key)
+    return None
+
+
+def record(key: str, launcher: str, ir_key: str, reads: EnvReads, *, replace: bool = False) -> bool:
+    """Add the row (an existing one is kept, or with ``replace`` overwritten); False when
+    it was not written."""
+    reads_text = _reads_json(reads)
+    if reads_text is None:
+        return False
+    path = index_path()
+    row = (key, reads_text, launcher, ir_key, time.time(), sys.version.split()[0])
+    for attempt in (1, 2):
+        try:
+            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+            _connect(path).execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?)", row)
+            return True
+        except sqlite3.Error as error:
+            if attempt == 1 and _is_corruption(error):
+                _set_aside(path, error)
+                continue
+            log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
+            return False
+        except OSError as error:
+            log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
+            return False
+    return False
+
+
+# --- FlyDSL's disk key without re-hashing its toolchain --------------------------------
+
+
+def _toolchain_files() -> str | None:
+    """A digest of the name, size, modification time and inode of every file FlyDSL's
+    toolchain key may read (a superset: the whole ``flydsl`` package and the ROCm device
+    bitcode), or None where the key reads more (extra source directories, an external LLVM,
+    another backend): then the key is always computed by FlyDSL."""
+    import flydsl
+    from flydsl.compiler import jit_function as fjf
+    from flydsl.compiler.backends import get_backend
+
+    if fjf.EXTRA_SOURCE_DIRS or os.environ.get("FLYDSL_EXTRA_SOURCE_DIRS") or fjf._use_external_binary_codegen():
+        return None
+    if get_backend().target.backend != "rocm":
+        return None
+    from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
+
+    roots = [Path(flydsl.__file__).resolve().parent, Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
+    h = blake3(f"flydsl {getattr(flydsl, '__version__', '?')}\0".encode())
+    for root in roots:
+        h.update(f"root {root}\0".encode("utf-8", "surrogatepass"))
+        for directory, dirs, files in os.walk(root, followlinks=True):
+            dirs.sort()
+            for name in sorted(files):
+                st = os.stat(os.path.join(directory, name))
+                h.update(
+                    f"{directory}/{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass")
+                )
+    return h.hexdigest()
+
+
+_toolchain_memo: dict[str, str] = {}  # files digest -> FlyDSL's toolchain key, for this process
+
+
+def _flydsl_key() -> str:
+    """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index by
+    the digest of its files' metadata: a new process with an unchanged toolchain reads it
+    back (one ``stat`` per file) instead of hashing every source and the device bitcode."""
+    from flydsl.compiler import jit_function as fjf
+
+    files = _toolchain_files()
+    if files is None:
+        return fjf._flydsl_key()
+    known = _toolchain_memo.get(files)
+    if known is not None:
+        return known
+    path = index_path()
+    try:
+        found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
+    except (sqlite3.Error, OSError):
+        found = None  # lookup() and record() report a broken store; here it only costs a hash
+    key = found[0] if found is not None else fjf._flydsl_key()
+    if found is None:
+        try:
+            _connect(path).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
+        except (sqlite3.Error, OSError):
+            pass
+    _toolchain_memo[files] = key
+    return key
+
+
+def disk_key(ir_key: str) -> str:
+    """FlyDSL's disk-cache key of an artifact (``jit_function._disk_cache_key``: its IR key
+    namespaced by the toolchain key), with the toolchain key from :func:`_flydsl_key`."""
+    import hashlib
+
+    return hashlib.sha256(f"{_flydsl_key()}\n{ir_key}".encode()).hexdigest()

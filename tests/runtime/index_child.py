@@ -1,0 +1,64 @@
+"""One fresh process of the persistent-index tests: import a kernel package, call one
+launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
+
+    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F]
+
+Prints ``{"traces": n, "ir_key": "...", "loaded": bool}``: FlyDSL traces run in this process
+(counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry, and
+whether the entry came from the persistent index. ``--wait-file``: spin until F exists
+before calling (two children started together then call at about the same time).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+
+
+def main() -> int:
+    root, package, module, launcher = sys.argv[1:5]
+    if "--wait-file" in sys.argv:
+        gate = sys.argv[sys.argv.index("--wait-file") + 1]
+        while not os.path.exists(gate):
+            time.sleep(0.005)
+    sys.path.insert(0, root)
+    from flydsl.compiler.jit_function import JitFunction
+
+    traced: list[str] = []
+    real = JitFunction._trace
+
+    def spy(self: JitFunction, *args: object, **kwargs: object) -> object:
+        traced.append(self.func.__name__)
+        return real(self, *args, **kwargs)
+
+    JitFunction._trace = spy  # type: ignore[method-assign]
+    notes: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(record.getMessage())
+
+    logging.getLogger("flydsl_runtime").addHandler(Keep())
+    logging.getLogger("flydsl_runtime").setLevel(logging.INFO)
+    import torch
+
+    launch = getattr(importlib.import_module(f"{package}.{module}"), launcher)
+    tensors = [torch.zeros(1024) for _ in range(3)]
+    if launcher == "partial_sum":
+        launch(tensors[0], tensors[1], 256)
+    else:
+        launch(*tensors, 1024)
+    (entry,) = launch.entries()
+    loaded = any("loaded from the persistent index" in n for n in notes)
+    sys.stdout.write(
+        json.dumps({"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}) + "\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,256 @@
+"""The persistent index: a new process starts a kernel without tracing, exactly.
+
+Every "new process" here is a real one (``index_child.py``): it imports a private copy of
+the kernel package, calls one launcher under COMPILE_ONLY=1 and reports how many FlyDSL
+traces ran. The oracle for "no trace was needed" is FlyDSL itself: the IR key of a row
+loaded without tracing equals the IR key a fresh trace gives (``FLYDEPS_VERIFY=1`` in the
+same kind of process traces, compares and raises on a difference).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flydsl")
+
+import torch  # noqa: E402
+
+from flydsl_runtime import index  # noqa: E402
+
+KERNELS = Path(__file__).parent / "kernels"
+
+CHILD = Path(__file__).with_name("index_child.py")
+
+
+class Repo:
+    """A kernel package on disk, its own FlyDSL cache and index, run in new processes."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.root = tmp / "src"
+        self.name = f"fdkx_{uuid.uuid4().hex[:10]}"
+        shutil.copytree(KERNELS / "fdk", self.root / self.name)
+        self.flydsl_cache = tmp / "flydsl-cache"
+        self.flydeps_cache = tmp / "flydeps-cache"
+        self.index = self.flydeps_cache / index.INDEX_NAME
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("COMPILE_ONLY", None)
+        env.update(
+            COMPILE_ONLY="1",
+            FLYDSL_RUNTIME_CACHE_DIR=str(self.flydsl_cache),
+            FLYDSL_RUNTIME_ENABLE_CACHE="1",
+            FLYDEPS_CACHE_DIR=str(self.flydeps_cache),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        env.update(extra)
+        return env
+
+    def start(self, module: str = "reduce", launcher: str = "partial_sum", *more: str, **env: str) -> subprocess.Popen:
+        command = [sys.executable, str(CHILD), str(self.root), self.name, module, launcher, *more]
+        return subprocess.Popen(command, env=self.env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    @staticmethod
+    def result(proc: subprocess.Popen) -> dict[str, Any]:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        return json.loads(out.strip().splitlines()[-1])
+
+    def run(self, module: str = "reduce", launcher: str = "partial_sum", **env: str) -> dict[str, Any]:
+        return self.result(self.start(module, launcher, **env))
+
+    def edit(self, module: str, old: str, new: str) -> None:
+        path = self.root / self.name / f"{module}.py"
+        text = path.read_text()
+        assert old in text, (old, path)
+        path.write_text(text.replace(old, new))
+
+    def rows(self) -> list[tuple]:
+        with sqlite3.connect(self.index) as conn:
+            return conn.execute("SELECT key, env_reads, launcher, ir_key FROM specializations").fetchall()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, rocm_root: Path) -> Repo:
+    return Repo(tmp_path)
+
+
+def test_new_process_starts_without_trace_and_the_ir_is_what_a_trace_gives(repo: Repo) -> None:
+    first = repo.run()
+    assert first["traces"] == 1 and not first["loaded"]
+    assert len(repo.rows()) == 1
+    second = repo.run()
+    assert second == {**second, "traces": 0, "loaded": True, "ir_key": first["ir_key"]}
+    verified = repo.run(FLYDEPS_VERIFY="1")  # traces, compares with the row, raises if different
+    assert verified["traces"] == 1 and verified["ir_key"] == first["ir_key"]
+    assert len(repo.rows()) == 1
+
+
+def test_deep_helper_edit_retraces_and_comment_edit_does_not(repo: Repo) -> None:
+    base = repo.run()
+    repo.edit("reduce_helpers", "return acc + x", "return acc - x")  # a helper in another module
+    edited = repo.run()
+    assert edited["traces"] == 1 and not edited["loaded"] and edited["ir_key"] != base["ir_key"]
+    assert len(repo.rows()) == 2
+    repo.edit("reduce_helpers", "def load(t, i):\n", "def load(t, i):\n    # a comment, nothing else\n")
+    repo.edit("reduce", '"""Partial-sum', '"""A docstring edit. Partial-sum')
+    commented = repo.run()
+    assert commented["traces"] == 0 and commented["loaded"] and commented["ir_key"] == edited["ir_key"]
+    repo.edit("reduce_helpers", "return acc - x", "return acc + x")  # back: the first row applies again
+    back = repo.run()
+    assert back["traces"] == 0 and back["ir_key"] == base["ir_key"]
+
+
+def test_env_read_by_the_trace_is_part_of_the_row(repo: Repo) -> None:
+    """A code-gen variable changes the key; a row applies only where the trace's env reads hold."""
+    base = repo.run("vadd", "vadd")
+    opt = repo.run("vadd", "vadd", FLYDSL_COMPILE_OPT_LEVEL="1")
+    assert opt["traces"] == 1 and opt["ir_key"] != base["ir_key"]
+    again = repo.run("vadd", "vadd", FLYDSL_COMPILE_OPT_LEVEL="1")
+    assert again["traces"] == 0 and again["ir_key"] == opt["ir_key"]
+    assert repo.run("vadd", "vadd")["traces"] == 0
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_corrupt_or_truncated_index_is_a_miss_with_one_note(repo: Repo, damage: str) -> None:
+    first = repo.run()
+    data = repo.index.read_bytes()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{repo.index}{suffix}").unlink(missing_ok=True)
+    repo.index.write_bytes(
+        {"garbage": b"this is not a database" * 100, "truncated": data[: len(data) // 3], "empty": b""}[damage]
+    )
+    after = repo.run()
+    assert after["ir_key"] == first["ir_key"]
+    if damage == "empty":  # SQLite takes an empty file as a new database: nothing to read, a plain miss
+        assert after["traces"] == 1
+        return
+    assert after["traces"] == 1 and not after["loaded"]
+    notes = [n for n in after["notes"] if "persistent index" in n and "unreadable" in n]
+    assert len(notes) == 1 and "\n" not in notes[0] and str(repo.index) in notes[0]
+    assert list(repo.index.parent.glob(f"{index.INDEX_NAME}.corrupt-*"))  # kept aside, not lost
+    assert repo.run()["traces"] == 0  # the new index has the row again
+
+
+def test_missing_or_unreadable_artifact_is_a_miss_then_rebuilt(repo: Repo) -> None:
+    first = repo.run()
+    artifacts = list(repo.flydsl_cache.rglob("*.pkl"))
+    assert artifacts
+    for artifact in artifacts:
+        artifact.unlink()
+    missing = repo.run()
+    assert missing["traces"] == 1 and not missing["loaded"] and missing["ir_key"] == first["ir_key"]
+    assert any("without a usable FlyDSL artifact" in n for n in missing["notes"])
+    for artifact in repo.flydsl_cache.rglob("*.pkl"):
+        artifact.write_bytes(b"\x80\x04 not a pickle")
+    unreadable = repo.run()
+    assert unreadable["traces"] == 1 and unreadable["ir_key"] == first["ir_key"]
+    assert repo.run()["traces"] == 0  # FlyDSL rewrote its artifact; the row finds it
+
+
+def test_two_processes_building_one_specialization_leave_one_row(repo: Repo, tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    procs = [repo.start("reduce", "partial_sum", "--wait-file", str(gate)) for _ in range(2)]
+    gate.touch()
+    results = [repo.result(p) for p in procs]
+    assert {r["ir_key"] for r in results} == {results[0]["ir_key"]}
+    assert len(repo.rows()) == 1
+    assert repo.run()["traces"] == 0
+
+
+def test_index_off_or_flydsl_disk_cache_off_persists_nothing(repo: Repo) -> None:
+    repo.run(FLYDEPS_INDEX="0")
+    assert not repo.index.exists()
+    repo.run(FLYDSL_RUNTIME_ENABLE_CACHE="0")
+    assert not repo.index.exists()
+
+
+# --- the cross-process key ---------------------------------------------------------
+
+
+def _described(args: tuple, self_key: object = None, env: object = ((None,), (), ())) -> tuple:
+    return ("d" * 64, args, (("rocm", "gfx942", 64), 3), env, (), self_key)
+
+
+def test_persistent_key_names_only_what_is_the_same_in_every_process() -> None:
+    from flydsl.compiler.jit_argument import TorchTensorJitArg
+
+    tensor = (TorchTensorJitArg, torch.float32, 4, False, (-1,), (1,))
+    key = index.persistent_key("pkg.launch", _described((tensor, (int, 7))))
+    assert key is not None and len(key) == 64
+    assert key == index.persistent_key("pkg.launch", _described((tensor, (int, 7))))
+    # the device id never enters it; everything else does
+    moved = ("d" * 64, (tensor, (int, 7)), (("rocm", "gfx942", 64), 0), ((None,), (), ()), (), None)
+    assert index.persistent_key("pkg.launch", moved) == key
+    others = [
+        index.persistent_key("pkg.other", _described((tensor, (int, 7)))),
+        index.persistent_key("pkg.launch", _described((tensor, (int, 8)))),
+        index.persistent_key("pkg.launch", _described((tensor, (bool, True)))),
+        index.persistent_key("pkg.launch", _described(((TorchTensorJitArg, torch.float16, 2, False, (-1,), (1,)),))),
+        index.persistent_key("pkg.launch", _described((tensor, (int, 7)), env=(("1",), (), ()))),
+        index.persistent_key("pkg.launch", ("e" * 64, *_described((tensor, (int, 7)))[1:])),
+        index.persistent_key(
+            "pkg.launch", ("d" * 64, (tensor, (int, 7)), (("rocm", "gfx950", 64), 3), ((None,), (), ()), (), None)
+        ),
+        index.persistent_key("pkg.launch", _described((tensor, (float, b"\x00" * 8)))),
+        index.persistent_key("pkg.launch", _described((tensor, (float, b"\x00" * 7 + b"\x80")))),
+    ]
+    assert None not in others and len({key, *others}) == len(others) + 1
+
+
+def test_parts_without_a_cross_process_name_are_never_persisted() -> None:
+    class Local:
+        pass
+
+    def helper() -> None:
+        pass
+
+    assert index.persistent_key("p.l", _described(((Local,),))) is None  # a class made in a function
+    assert index.persistent_key("p.l", _described((("value", type(helper), helper),))) is None
+    assert index.persistent_key("p.l", _described(((object(),),))) is None
+    assert index.persistent_key("p.l", _described(((Repo,),))) is None  # a user type among the arguments
+    assert index.persistent_key("p.l", ((("d" * 64, "positions"),) + _described(())[1:])) is None
+    assert index.persistent_key("p.l", _described((), self_key=(Repo, 3))) is not None  # signed owner class
+    assert index.persistent_key("p.l", _described((), self_key=(Local, 3))) is None
+
+
+def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path, monkeypatch) -> None:
+    from flydsl.compiler import jit_function as fjf
+
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(index, "_toolchain_memo", {})
+    ir_key = "ab" * 32
+    expected = fjf._disk_cache_key(ir_key)
+    assert index.disk_key(ir_key) == expected
+    with sqlite3.connect(tmp_path / index.INDEX_NAME) as conn:
+        ((files, key),) = conn.execute("SELECT files, flydsl_key FROM toolchains").fetchall()
+    assert key == fjf._flydsl_key() and files == index._toolchain_files()
+    monkeypatch.setattr(index, "_toolchain_memo", {})
+    monkeypatch.setattr(fjf, "_flydsl_key", lambda: pytest.fail("the remembered key is used"))
+    assert index.disk_key(ir_key) == expected  # read back from the index: FlyDSL hashes nothing
+    monkeypatch.setattr(fjf, "EXTRA_SOURCE_DIRS", ["/somewhere"])  # FlyDSL would read more: no memo
+    assert index._toolchain_files() is None
+
+
+def test_a_row_naming_other_ir_is_reported_and_replaced(repo: Repo) -> None:
+    """Bad input: a row whose IR key is not what a fresh trace of its key gives (as if the
+    key missed an input) and whose artifact is gone: the call traces, says so, and the row
+    is replaced with the trace's IR."""
+    first = repo.run()
+    with sqlite3.connect(repo.index) as conn:
+        conn.execute("UPDATE specializations SET ir_key = ?", ("00" * 32,))
+    after = repo.run()
+    assert after["traces"] == 1 and after["ir_key"] == first["ir_key"]
+    assert any("a fresh trace gives" in n and "replaced" in n for n in after["notes"])
+    assert [row[3] for row in repo.rows()] == [first["ir_key"]]
+    assert repo.run()["traces"] == 0
