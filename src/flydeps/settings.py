@@ -151,6 +151,15 @@ SETTINGS: dict[str, Setting] = {
             read="by the CLI; by a process's first fingerprint; on each launcher miss",
         ),
         Setting(
+            "FLYDEPS_AOT",
+            "choice",
+            "off",
+            "strict: a flydsl_runtime launcher call the persistent index cannot serve raises, naming what differs "
+            "from the nearest shipped specialization",
+            values=("off", "strict"),
+            read="on each launcher miss",
+        ),
+        Setting(
             "FLYDEPS_INDEX",
             "flag",
             "on",

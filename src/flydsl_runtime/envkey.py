@@ -40,6 +40,7 @@ __all__ = [
     "VALUE_KEYED_ENV_VARS",
     "describe_env_change",
     "env_key",
+    "named_env",
     "paths_configured",
 ]
 
@@ -215,6 +216,12 @@ def _named(key: Hashable, arch: str) -> dict[str, str]:
     names = [n for n, _b in _PLAIN_VALUE] + [n for n, _b in _PATH_LIKE]
     names += [n for n, _b in _PER_ARCH_ENCODED.get(arch, ())]
     return dict(zip(names, (v or "" for v in (*plain, *paths, *extra))))
+
+
+def named_env(key: Hashable, arch: str) -> dict[str, str]:
+    """An :func:`env_key` result as ``{variable: value}`` (``""`` for unset; path-like
+    variables by their effect digest)."""
+    return _named(key, arch)
 
 
 def describe_env_change(old: Hashable, new: Hashable, arch: str) -> tuple[str, ...]:

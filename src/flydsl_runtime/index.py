@@ -5,7 +5,10 @@ Contract
 --------
 Store: one SQLite file, ``runtime-index-v1.sqlite3`` under ``FLYDEPS_CACHE_DIR`` (default:
 ``platformdirs.user_cache_dir("flydeps")``), in WAL mode. One row per specialization:
-``(key, env_reads) -> (launcher, ir_key, created, python)``. Nothing is pickled here: keys
+``(key, env_reads) -> (launcher, ir_key, created, python, detail)``; ``detail`` is the key's
+parts spelled out (:func:`key_parts`: each argument, target, env variable, hint, version,
+and every node of the dependency graph with its digest and ``file:line``), read only to
+explain a miss (:mod:`.aot`). Nothing is pickled here: keys
 are hex digests, the rest JSON text. FlyDSL keeps the artifact itself in its own disk cache
 (``FLYDSL_RUNTIME_CACHE_DIR``, pickles it writes and reads under its own file locks); a row
 names it by FlyDSL's IR key, and the disk file is found the way FlyDSL finds it
@@ -54,8 +57,21 @@ from blake3 import blake3
 
 from flydeps import settings
 from flydeps._environ import EnvReads
+from flydeps.fingerprint import Fingerprint
 
-__all__ = ["INDEX_NAME", "Row", "disk_key", "enabled", "index_path", "lookup", "persistent_key", "record"]
+__all__ = [
+    "INDEX_NAME",
+    "Row",
+    "disk_key",
+    "enabled",
+    "index_path",
+    "key_or_reason",
+    "key_parts",
+    "launcher_rows",
+    "lookup",
+    "persistent_key",
+    "record",
+]
 
 log = logging.getLogger("flydsl_runtime")
 
@@ -69,6 +85,7 @@ CREATE TABLE IF NOT EXISTS specializations (
     ir_key TEXT NOT NULL,
     created REAL NOT NULL,
     python TEXT NOT NULL,
+    detail TEXT NOT NULL,
     PRIMARY KEY (key, env_reads)
 )
 """,
@@ -177,13 +194,47 @@ def _versions() -> tuple[str, str, str]:
     return _VERSIONS
 
 
+def key_parts(launcher: str, described: tuple, names: tuple[str, ...], fp: Fingerprint) -> dict | None:
+    """The parts of a persistent key, spelled out for explanations (the row's ``detail``):
+    ``{"launcher", "args": {name: canonical}, "arch", "target", "env": {variable: value},
+    "hints", "self", "versions", "nodes": {node id: [digest, "file:line", kind]}}``; None
+    when the key is not persistable."""
+    from .envkey import named_env
+
+    digest, signatures, (target, _device), env, hints, self_key = described
+    if type(digest) is not str:
+        return None
+    try:
+        return {
+            "launcher": launcher,
+            "args": {name: _canonical(sig) for name, sig in zip(names, signatures)},
+            "arch": target[1],
+            "target": _canonical(tuple(target)),
+            "env": named_env(env, target[1]),
+            "hints": _canonical(hints),
+            "self": _canonical(self_key, user_types=True),
+            "versions": list(_versions()),
+            "nodes": {
+                nid: [node.digest, str(node.location) if node.location else "", node.kind.value]
+                for nid, node in fp.graph.nodes.items()
+            },
+        }
+    except _Unnamed:
+        return None
+
+
 def persistent_key(launcher: str, described: tuple) -> str | None:
     """The cross-process key of a launcher call keyed ``described`` (``Entry.key`` form:
     digest, argument signatures, (target, device id), env key, hints, self key), or None
     when a part cannot be named across processes (see the module docstring)."""
+    return key_or_reason(launcher, described)[0]
+
+
+def key_or_reason(launcher: str, described: tuple) -> tuple[str | None, str]:
+    """:func:`persistent_key`, or ``(None, why)`` naming the part without a cross-process name."""
     digest, signatures, (target, _device), env, hints, self_key = described
     if type(digest) is not str:
-        return None  # source positions (debug info): re-stat'ed per call, never persisted
+        return None, "the key includes source positions (FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1)"
     try:
         parts = [
             ["launcher", launcher],
@@ -197,9 +248,9 @@ def persistent_key(launcher: str, described: tuple) -> str | None:
         ]
     except _Unnamed as why:
         log.debug("%s: not persisted (%s has no cross-process name)", launcher, why)
-        return None
+        return None, f"{why} has no name that is the same in every process"
     text = json.dumps(parts, separators=(",", ":"), sort_keys=False)
-    return blake3(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return blake3(text.encode("utf-8", "surrogatepass")).hexdigest(), ""
 
 
 # --- the store -----------------------------------------------------------------------
@@ -291,18 +342,50 @@ def lookup(key: str) -> Row | None:
     return None
 
 
-def record(key: str, launcher: str, ir_key: str, reads: EnvReads, *, replace: bool = False) -> bool:
+def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...], dict, float]]:
+    """Every row of ``launcher`` as ``(env reads, detail, created)``, newest first (for
+    explanations; empty on any failure of the store)."""
+    path = index_path()
+    if not path.exists():
+        return []
+    try:
+        rows = (
+            _connect(path)
+            .execute(
+                "SELECT env_reads, detail, created FROM specializations WHERE launcher = ? ORDER BY created DESC",
+                (launcher,),
+            )
+            .fetchall()
+        )
+    except sqlite3.Error:
+        return []
+    out = []
+    for reads_text, detail_text, created in rows:
+        try:
+            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+            detail = json.loads(detail_text)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(detail, dict):
+            out.append((reads, detail, float(created)))
+    return out
+
+
+def record(
+    key: str, launcher: str, ir_key: str, reads: EnvReads, detail: dict | None = None, *, replace: bool = False
+) -> bool:
     """Add the row (an existing one is kept, or with ``replace`` overwritten); False when
     it was not written."""
     reads_text = _reads_json(reads)
     if reads_text is None:
         return False
     path = index_path()
-    row = (key, reads_text, launcher, ir_key, time.time(), sys.version.split()[0])
+    detail_text = json.dumps(detail or {}, separators=(",", ":"))
+    row = (key, reads_text, launcher, ir_key, time.time(), sys.version.split()[0], detail_text)
     for attempt in (1, 2):
         try:
             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-            _connect(path).execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?)", row)
+            _connect(path).execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?, ?)", row)
             return True
         except sqlite3.Error as error:
             if attempt == 1 and _is_corruption(error):

@@ -63,7 +63,7 @@ from flydeps.drift import DriftPolicy, check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
 from flydeps.graph import NodeKind
 
-from . import explain, index
+from . import aot, explain, index
 from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner, SigToken, signatures, token
 from .binder import ArgBinder
@@ -593,8 +593,8 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             extra = tuple(fingerprint(fn).guard() for fn in signer.callables(positional))
             full = (bound_self, *positional) if bound_self is not None else positional
             described = self._described(key)
-            identity_keyed = key[5] is not None and not hasattr(type(bound_self), "__cache_signature__")
-            pkey = index.persistent_key(self._name, described) if not identity_keyed and index.enabled() else None
+            strict = aot.strict()  # FLYDEPS_AOT=strict: a miss the index cannot serve is an error
+            pkey, why_not = self._persistent_key(described, bound_self)
             row = index.lookup(pkey) if pkey is not None else None
             verifying = settings.flag("FLYDEPS_VERIFY", False)
             if row is not None and not verifying:
@@ -609,6 +609,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     self._misses += 1
                     log.info("%s: loaded from the persistent index, no trace (IR %s)", self._name, row.ir_key[:16])
                     return compiled, False
+            if strict and (row is None or not verifying):
+                parts = index.key_parts(self._name, described, signer.names, state.fingerprint) if pkey else None
+                raise aot.miss_error(self._name, parts, why_not)
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
             ir_key = self._jf._last_compiled[0]
@@ -648,9 +651,18 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         row.ir_key[:16],
                         ir_key[:16],
                     )
-                index.record(pkey, self._name, ir_key, entry.env_reads, replace=row is not None)
+                detail = index.key_parts(self._name, described, signer.names, state.fingerprint)
+                index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
+
+    def _persistent_key(self, described: tuple, bound_self: object) -> tuple[str | None, str]:
+        """The call's key in the persistent index, or ``(None, why not)``."""
+        if described[5] is not None and not hasattr(type(bound_self), "__cache_signature__"):
+            return None, "the bound instance is keyed by identity (give its class a __cache_signature__)"
+        if not index.enabled():
+            return None, "the index is off (FLYDEPS_INDEX=0 or FLYDSL_RUNTIME_ENABLE_CACHE=0)"
+        return index.key_or_reason(self._name, described)
 
     def _on_disk(self, ir_key: str) -> bool:
         """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""

@@ -1,11 +1,12 @@
 """One fresh process of the persistent-index tests: import a kernel package, call one
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
-    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F]
+    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F] [--dtype float16]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry, and
-whether the entry came from the persistent index. ``--wait-file``: spin until F exists
+whether the entry came from the persistent index; when the call raises,
+``{"error": type name, "message": ...}`` instead. ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
 """
 
@@ -47,11 +48,17 @@ def main() -> int:
     import torch
 
     launch = getattr(importlib.import_module(f"{package}.{module}"), launcher)
-    tensors = [torch.zeros(1024) for _ in range(3)]
-    if launcher == "partial_sum":
-        launch(tensors[0], tensors[1], 256)
-    else:
-        launch(*tensors, 1024)
+    dtype = getattr(torch, sys.argv[sys.argv.index("--dtype") + 1]) if "--dtype" in sys.argv else torch.float32
+    tensors = [torch.zeros(1024, dtype=dtype) for _ in range(3)]
+    try:
+        if launcher == "partial_sum":
+            launch(tensors[0], tensors[1], 256)
+        else:
+            launch(*tensors, 1024)
+    except Exception as exc:  # reported, for tests of errors (FLYDEPS_AOT=strict)
+        error = {"traces": len(traced), "error": type(exc).__name__, "message": str(exc), "notes": notes}
+        sys.stdout.write(json.dumps(error) + "\n")
+        return 0
     (entry,) = launch.entries()
     loaded = any("loaded from the persistent index" in n for n in notes)
     sys.stdout.write(

@@ -66,8 +66,8 @@ class Repo:
         assert proc.returncode == 0, err[-3000:]
         return json.loads(out.strip().splitlines()[-1])
 
-    def run(self, module: str = "reduce", launcher: str = "partial_sum", **env: str) -> dict[str, Any]:
-        return self.result(self.start(module, launcher, **env))
+    def run(self, module: str = "reduce", launcher: str = "partial_sum", *more: str, **env: str) -> dict[str, Any]:
+        return self.result(self.start(module, launcher, *more, **env))
 
     def edit(self, module: str, old: str, new: str) -> None:
         path = self.root / self.name / f"{module}.py"
@@ -254,3 +254,71 @@ def test_a_row_naming_other_ir_is_reported_and_replaced(repo: Repo) -> None:
     assert any("a fresh trace gives" in n and "replaced" in n for n in after["notes"])
     assert [row[3] for row in repo.rows()] == [first["ir_key"]]
     assert repo.run()["traces"] == 0
+
+
+# --- FLYDEPS_AOT=strict ------------------------------------------------------------
+
+
+def test_strict_aot_serves_shipped_calls_and_names_what_differs(repo: Repo) -> None:
+    """A shipped specialization is served without tracing; every other call is an error
+    naming the nearest shipped one and exactly what differs, and nothing is traced."""
+    assert repo.run(FLYDEPS_AOT="strict")["error"] == "AotMissError"  # nothing shipped yet
+    shipped = repo.run()  # the build host: trace, write artifact and row
+    served = repo.run(FLYDEPS_AOT="strict")
+    assert served["traces"] == 0 and served["loaded"] and served["ir_key"] == shipped["ir_key"]
+
+    dtype = repo.run("reduce", "partial_sum", "--dtype", "float16", FLYDEPS_AOT="strict")
+    assert dtype["error"] == "AotMissError" and dtype["traces"] == 0
+    assert "argument 'x': (TorchTensorJitArg, torch.float32" in dtype["message"]
+    assert "torch.float16" in dtype["message"] and "argument 'n'" not in dtype["message"]
+
+    arch = repo.run(FLYDEPS_AOT="strict", ARCH="gfx950")
+    assert "arch gfx942 -> gfx950" in arch["message"] and arch["traces"] == 0
+
+    env = repo.run(FLYDEPS_AOT="strict", FLYDSL_COMPILE_OPT_LEVEL="1")
+    assert "env FLYDSL_COMPILE_OPT_LEVEL: '' -> '1'" in env["message"]
+
+    repo.edit("reduce_helpers", "return acc + x", "return acc - x")
+    helper = repo.run(FLYDEPS_AOT="strict")
+    assert helper["error"] == "AotMissError" and helper["traces"] == 0
+    message = helper["message"]
+    assert f"helper {repo.name}.reduce_helpers:combine (" in message and "reduce_helpers.py:" in message
+    assert "argument" not in message and "arch" not in message and "env " not in message
+    assert str(repo.index) in message and "nearest shipped specialization" in message
+
+
+def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
+    repo.run()
+    bad = repo.run(FLYDEPS_AOT="sometimes")
+    assert bad["error"] == "SettingError" and "FLYDEPS_AOT='sometimes'" in bad["message"]
+    assert "off|strict" in bad["message"]
+    off = repo.run(FLYDEPS_AOT="strict", FLYDEPS_INDEX="0")
+    assert off["error"] == "AotMissError" and "FLYDEPS_INDEX=0" in off["message"]
+
+
+def test_differences_name_every_part() -> None:
+    from flydsl_runtime import aot
+
+    shipped = {
+        "nodes": {"p.m:f": ["1", "m.py:3", "function"], "p.m:G": ["2", "m.py:1", "global"]},
+        "args": {"a": ["t", [["c", "flydsl.compiler.jit_argument:TorchTensorJitArg"], ["d", "torch.float32"]]]},
+        "arch": "gfx942",
+        "target": ["t", [["s", "rocm"], ["s", "gfx942"], ["i", "64"]]],
+        "env": {"FLYDSL_COMPILE_OPT_LEVEL": ""},
+        "hints": ["t", []],
+        "self": ["n"],
+        "versions": ["0.5.0", "0.1.0", "3.11"],
+    }
+    now = {
+        **shipped,
+        "nodes": {"p.m:f": ["9", "m.py:3", "function"], "p.m:h": ["3", "m.py:9", "function"]},
+        "env": {"FLYDSL_COMPILE_OPT_LEVEL": "2"},
+        "versions": ["0.5.1", "0.1.0", "3.11"],
+    }
+    reasons = aot.differences(shipped, now, (("FA_PP", "1"),), {"FA_PP": "0"})
+    assert reasons[0] == "helper p.m:f (m.py:3) changed"
+    assert "helper p.m:h (m.py:9) added" in reasons and "global p.m:G (m.py:1) removed" in reasons
+    assert "env FLYDSL_COMPILE_OPT_LEVEL: '' -> '2'" in reasons
+    assert "env FA_PP (read by the shipped trace): '1' -> '0'" in reasons
+    assert "FlyDSL 0.5.0 -> 0.5.1" in reasons
+    assert aot.differences(shipped, shipped) == ()

@@ -1,0 +1,148 @@
+"""Strict AOT mode: a launcher call the shipped index cannot serve is an error that says why.
+
+Contract
+--------
+``FLYDEPS_AOT=strict`` (read on each launcher miss): a miss that the persistent index
+(:mod:`.index`) cannot serve without tracing raises :class:`AotMissError` instead of
+tracing. The error names the launcher, the index file, the nearest shipped specialization
+of the same launcher (fewest differing parts, newest first) and exactly what differs from
+it: each helper or global whose digest changed (qualified name and ``file:line``), added or
+removed; each argument whose signature differs; the arch; each code-gen environment
+variable; each variable the shipped trace read from ``os.environ`` that now has another
+value; compile hints; the bound instance; FlyDSL, flydeps or Python versions. With no row
+of that launcher it says so. A call that cannot be persisted at all (see
+:func:`.index.persistent_key`) is an error that says which part has no cross-process name.
+Any other value of ``FLYDEPS_AOT`` than ``off`` (the default) and ``strict`` is a
+``SettingError`` naming the variable and the accepted values.
+
+:func:`differences` is the comparison, usable on its own (tests, reports): two key-parts
+dicts (:func:`.index.key_parts`) in, human reasons out, most specific first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from flydeps import settings
+from flydeps.errors import FlydepsError
+
+__all__ = ["AotMissError", "differences", "strict"]
+
+
+class AotMissError(FlydepsError, RuntimeError):
+    """Under ``FLYDEPS_AOT=strict``, a call the shipped index cannot serve without tracing."""
+
+    def __init__(self, launcher: str, index: Path, why: str, reasons: tuple[str, ...] = ()) -> None:
+        self.launcher, self.index, self.reasons = launcher, index, reasons
+        detail = f": {'; '.join(reasons)}" if reasons else ""
+        super().__init__(
+            f"FLYDEPS_AOT=strict: {launcher}() has no shipped specialization for this call in {index} "
+            f"({why}{detail}). Build this specialization into the shipped cache (run the call once "
+            "with COMPILE_ONLY=1 and FLYDEPS_CACHE_DIR / FLYDSL_RUNTIME_CACHE_DIR pointing at it), "
+            "or unset FLYDEPS_AOT to trace on a miss."
+        )
+
+
+def strict() -> bool:
+    """True under ``FLYDEPS_AOT=strict``; a value other than ``off``/``strict`` raises
+    :class:`flydeps.settings.SettingError` naming the variable."""
+    return settings.choice("FLYDEPS_AOT", "off", ("off", "strict")) == "strict"
+
+
+def _text(canonical: object) -> str:
+    """A canonical key part (:func:`.index._canonical`) as a short human string."""
+    if not isinstance(canonical, list) or not canonical:
+        return repr(canonical)
+    tag, *rest = canonical
+    if tag == "n":
+        return "None"
+    if tag in ("b", "i", "s"):
+        return repr(rest[0]) if tag == "s" else str(rest[0])
+    if tag == "f":
+        import struct
+
+        return repr(struct.unpack("<d", bytes.fromhex(rest[0]))[0])
+    if tag == "c":
+        return str(rest[0]).rpartition(":")[2]
+    if tag == "d":
+        return str(rest[0])
+    if tag == "t":
+        return "(" + ", ".join(_text(x) for x in rest[0]) + ("," if len(rest[0]) == 1 else "") + ")"
+    return repr(canonical)
+
+
+def _node_reasons(old: dict, new: dict) -> list[str]:
+    words = {"global": "global", "external": "library"}
+    out = []
+    for nid in sorted(set(old) | set(new)):
+        before, after = old.get(nid), new.get(nid)
+        if before is not None and after is not None and before[0] == after[0]:
+            continue
+        entry: list = after if after is not None else before  # type: ignore[assignment]
+        what = words.get(entry[2], "helper")
+        where = f" ({entry[1]})" if entry[1] else ""
+        if before is None:
+            out.append(f"{what} {nid}{where} added")
+        elif after is None:
+            out.append(f"{what} {nid}{where} removed")
+        else:
+            out.append(f"{what} {nid}{where} changed")
+    # The helpers themselves first, then what they read, then structure.
+    return sorted(out, key=lambda r: (not r.startswith("helper "), r.endswith(("added", "removed"))))
+
+
+def differences(
+    shipped: dict, now: dict, shipped_reads: tuple[tuple[str, str | None], ...] = (), live: dict | None = None
+) -> tuple[str, ...]:
+    """What differs between a shipped row's key parts and this call's."""
+    reasons: list[str] = _node_reasons(shipped.get("nodes", {}), now.get("nodes", {}))
+    old_args, new_args = shipped.get("args", {}), now.get("args", {})
+    for name in [*new_args, *(n for n in old_args if n not in new_args)]:  # parameter order
+        a, b = old_args.get(name), new_args.get(name)
+        if a != b:
+            reasons.append(f"argument {name!r}: {_text(a)} -> {_text(b)}")
+    if shipped.get("arch") != now.get("arch"):
+        reasons.append(f"arch {shipped.get('arch')} -> {now.get('arch')}")
+    elif shipped.get("target") != now.get("target"):
+        reasons.append(f"target {_text(shipped.get('target'))} -> {_text(now.get('target'))}")
+    old_env, new_env = shipped.get("env", {}), now.get("env", {})
+    for name in sorted(set(old_env) | set(new_env)):
+        if old_env.get(name, "") != new_env.get(name, ""):
+            reasons.append(f"env {name}: {old_env.get(name, '')!r} -> {new_env.get(name, '')!r}")
+    environ = live if live is not None else {}
+    for name, value in shipped_reads:
+        current = environ.get(name)
+        if current != value:
+            shown = ("<unset>" if v is None else repr(v) for v in (value, current))
+            reasons.append("env {} (read by the shipped trace): {} -> {}".format(name, *shown))
+    for part, label in (("hints", "compile hints"), ("self", "bound instance")):
+        if shipped.get(part) != now.get(part):
+            reasons.append(f"{label} {_text(shipped.get(part))} -> {_text(now.get(part))}")
+    if shipped.get("versions") != now.get("versions"):
+        names = ("FlyDSL", "flydeps", "Python")
+        for label, a, b in zip(names, shipped.get("versions") or ("?",) * 3, now.get("versions") or ("?",) * 3):
+            if a != b:
+                reasons.append(f"{label} {a} -> {b}")
+    return tuple(reasons)
+
+
+def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> AotMissError:
+    """The error for a call the index could not serve (``now``: this call's key parts)."""
+    import os
+
+    from . import index
+
+    path = index.index_path()
+    if now is None:
+        return AotMissError(launcher, path, f"this call cannot be served from an index: {why_unpersistable}")
+    rows = index.launcher_rows(launcher)
+    if not rows:
+        return AotMissError(launcher, path, "the index has no specialization of this launcher")
+    live = dict(os.environ)
+    scored = [(differences(detail, now, reads, live), -created, created) for reads, detail, created in rows]
+    reasons, _order, created = min(scored, key=lambda s: (len(s[0]), s[1]))
+    if not reasons:
+        reasons = ("the shipped artifact is missing or unreadable in FLYDSL_RUNTIME_CACHE_DIR",)
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(created))
+    return AotMissError(launcher, path, f"nearest shipped specialization, built {stamp}, differs", reasons)
