@@ -322,3 +322,33 @@ def test_differences_name_every_part() -> None:
     assert "env FA_PP (read by the shipped trace): '1' -> '0'" in reasons
     assert "FlyDSL 0.5.0 -> 0.5.1" in reasons
     assert aot.differences(shipped, shipped) == ()
+
+
+# One file edit each, in a new process after the row of the unedited code was written.
+# Oracle: FlyDSL's IR key from a fresh trace of the edited code (FLYDEPS_VERIFY=1, which
+# also raises if the row it finds names other IR). ``loads``: the edit changes nothing the
+# trace reads, so the new process must start without tracing.
+CROSS_PROCESS_EDITS = [
+    ("reduce_helpers", "return acc + x", "return acc * x", False),
+    ("reduce_helpers", "return t[i]", "return t[i] + t[i]", False),
+    ("reduce", "PER_THREAD = 4", "PER_THREAD = 2", False),
+    ("reduce_helpers", "return acc + x", "return x + acc", False),
+    ("reduce_helpers", "def combine(", "def unused():\n    return 1\n\n\ndef combine(", True),
+    ("reduce_helpers", "def load(t, i):\n", "def load(t, i):\n    # read one element\n", True),
+    ("reduce", '"""Partial-sum', '"""Edited docstring. Partial-sum', True),
+    ("reduce_helpers", "def load(", "UNUSED = 5\n\n\ndef load(", True),
+]
+
+
+@pytest.mark.parametrize(("module", "old", "new", "loads"), CROSS_PROCESS_EDITS)
+def test_a_new_process_after_an_edit_runs_what_a_fresh_trace_gives(
+    repo: Repo, module: str, old: str, new: str, loads: bool
+) -> None:
+    repo.run()  # the row of the unedited code
+    repo.edit(module, old, new)
+    after = repo.run()
+    fresh = repo.run(FLYDEPS_VERIFY="1")
+    assert "error" not in fresh, fresh.get("message")
+    assert after["ir_key"] == fresh["ir_key"]
+    if loads:
+        assert after["traces"] == 0 and after["loaded"]
