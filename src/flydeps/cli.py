@@ -1,7 +1,10 @@
-"""The ``flydeps`` command line: ``graph``, ``hash``, ``diff`` and ``migrate`` over source files.
+"""The ``flydeps`` command line: ``graph``, ``hash``, ``diff`` and ``migrate`` over source files,
+and ``aot build``.
 
 Contract: argument parsing and output only; the analysis lives in :mod:`flydeps.static`
-and never imports the user's code. Results go to stdout (or ``-o FILE``); diagnostics go
+and never imports the user's code. ``aot build`` is the exception by design: it imports
+and runs the SPEC it is given, through :mod:`flydsl_runtime.aotbuild` (imported only for
+that command, so the rest works without FlyDSL). Results go to stdout (or ``-o FILE``); diagnostics go
 through the ``flydeps`` logger to stderr as ``path:line: message`` (``path: message`` for
 a file as a whole). Exit status: 0 ok, 1 analysis problems (everything readable was still
 analysed and reported), 2 usage or configuration errors (a bad argument, a bad
@@ -75,6 +78,23 @@ def _parser() -> argparse.ArgumentParser:
         help="keep lru_cache on delegating factories (they only call a kernel builder of the module), with a warning",
     )
     migrate.add_argument("-v", "--verbose", action="store_true", help="log each file's outcome")
+    aot = sub.add_parser("aot", help="ahead-of-time builds of FlyDSL kernels (imports and runs SPEC; needs FlyDSL)")
+    aot_sub = aot.add_subparsers(dest="aot_command", required=True)
+    aot_build = aot_sub.add_parser(
+        "build", help="compile every specialization SPEC yields, for each arch, into one shippable directory"
+    )
+    aot_build.add_argument("spec", metavar="SPEC", help="package.module:function or path/to/file.py:function")
+    aot_build.add_argument("--arch", required=True, help="comma-separated arches, e.g. gfx942,gfx950")
+    aot_build.add_argument("--out", required=True, metavar="DIR", help="the directory to build into (and reuse)")
+    aot_build.add_argument("--jobs", type=int, default=None, help="local worker processes (default: one per CPU)")
+    aot_build.add_argument(
+        "--executor",
+        default="local",
+        metavar="local|dask://HOST:PORT",
+        help="where the builds run: a local process pool (default) or a Dask distributed scheduler",
+    )
+    aot_build.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    aot_build.add_argument("-v", "--verbose", action="store_true", help="log what the build does")
     return parser
 
 
@@ -351,7 +371,28 @@ def _run(argv: list[str]) -> int:
         return _cmd_hash(args)
     if args.command == "migrate":
         return _cmd_migrate(args)
+    if args.command == "aot":
+        return _cmd_aot_build(args)
     return _cmd_diff(args, after)
+
+
+def _cmd_aot_build(args: argparse.Namespace) -> int:
+    """``flydeps aot build``: the summary on stdout; 1 when a specialization failed."""
+    if args.jobs is not None and args.jobs < 1:
+        raise _UsageError(f"flydeps aot build: --jobs must be at least 1, got {args.jobs}")
+    try:
+        from flydsl_runtime.aotbuild import SpecError, build
+    except ImportError as exc:
+        raise _UsageError(f"flydeps aot build needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
+    arches = [a.strip() for a in args.arch.split(",") if a.strip()]
+    try:
+        summary = build(
+            args.spec, arches, Path(args.out), jobs=args.jobs, progress=not args.no_progress, executor=args.executor
+        )
+    except (SpecError, ValueError) as exc:
+        raise _UsageError(_shown(str(exc))) from None
+    sys.stdout.write("\n".join(summary.lines()) + "\n")
+    return EXIT_PROBLEMS if summary.failed else EXIT_OK
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:

@@ -49,6 +49,8 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -62,6 +64,7 @@ from flydeps.fingerprint import Fingerprint
 __all__ = [
     "INDEX_NAME",
     "Row",
+    "at",
     "disk_key",
     "enabled",
     "index_path",
@@ -121,7 +124,24 @@ def enabled() -> bool:
     return bool(env.runtime.cache_dir) and bool(env.runtime.enable_cache)
 
 
+_path_override: Path | None = None
+
+
+@contextmanager
+def at(directory: Path) -> Iterator[None]:
+    """Read and write the index in ``directory`` instead of ``FLYDEPS_CACHE_DIR`` (AOT builds'
+    parent writing into the directory it builds)."""
+    global _path_override
+    saved, _path_override = _path_override, Path(directory) / INDEX_NAME
+    try:
+        yield
+    finally:
+        _path_override = saved
+
+
 def index_path() -> Path:
+    if _path_override is not None:
+        return _path_override
     base = settings.text("FLYDEPS_CACHE_DIR")
     if not base:
         import platformdirs
@@ -371,6 +391,22 @@ def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...
     return out
 
 
+_deferred: list[tuple] | None = None
+
+
+def defer_writes() -> list[tuple]:
+    """From now on (in this process) :func:`record` collects rows into the returned list
+    instead of writing them, until :func:`stop_deferring` (AOT build workers: one writer)."""
+    global _deferred
+    _deferred = []
+    return _deferred
+
+
+def stop_deferring() -> None:
+    global _deferred
+    _deferred = None
+
+
 def record(
     key: str, launcher: str, ir_key: str, reads: EnvReads, detail: dict | None = None, *, replace: bool = False
 ) -> bool:
@@ -379,6 +415,9 @@ def record(
     reads_text = _reads_json(reads)
     if reads_text is None:
         return False
+    if _deferred is not None:  # an AOT build worker: the parent writes (aotbuild)
+        _deferred.append((key, launcher, ir_key, reads, detail, replace))
+        return True
     path = index_path()
     detail_text = json.dumps(detail or {}, separators=(",", ":"))
     row = (key, reads_text, launcher, ir_key, time.time(), sys.version.split()[0], detail_text)
@@ -452,7 +491,7 @@ def _flydsl_key() -> str:
     except (sqlite3.Error, OSError):
         found = None  # lookup() and record() report a broken store; here it only costs a hash
     key = found[0] if found is not None else fjf._flydsl_key()
-    if found is None:
+    if found is None and _deferred is None:
         try:
             _connect(path).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
         except (sqlite3.Error, OSError):

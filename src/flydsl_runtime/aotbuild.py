@@ -1,0 +1,308 @@
+"""AOT builds: compile a list of specializations for several arches into one shippable directory.
+
+Contract
+--------
+``SPEC`` names a Python callable, ``package.module:function`` or ``path/to/file.py:function``.
+Called with no arguments, it returns or yields the specializations to build, each
+``(launcher, args)`` or ``(launcher, args, kwargs)`` — a launcher (from a compile factory,
+as kernel repositories write their AOT scripts) and the arguments of one call (CPU tensors
+are compile placeholders) — in the same order every time: workers enumerate it again and
+take theirs by position. flydsl_runtime's facade is installed while the spec is imported and
+run, so ``flydsl.compiler.jit`` in the spec's modules makes flydsl_runtime launchers.
+
+:func:`build` runs every (specialization, arch) pair in a pool of worker processes — a local
+process pool (spawn), or the workers of a Dask distributed scheduler (``dask://HOST:PORT``,
+one thread per worker, ``OUT`` on a file system they share) —
+each call with ``ARCH`` set to the arch, ``COMPILE_ONLY=1``, ``FLYDEPS_CACHE_DIR=OUT`` and
+``FLYDSL_RUNTIME_CACHE_DIR=OUT/flydsl``: a specialization whose key already has a row in
+``OUT``'s index is *reused* without tracing; any other is *built* (FlyDSL traces and
+compiles into ``OUT/flydsl``); one that raises is *failed* with its error. Workers never
+write the index: the rows they would add come back to the parent, the only writer. ``OUT``
+is then what a runtime points ``FLYDEPS_CACHE_DIR`` and ``FLYDSL_RUNTIME_CACHE_DIR`` at.
+
+A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
+what to fix, before any work starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flydeps.errors import FlydepsError
+
+__all__ = ["Outcome", "SpecError", "Summary", "build", "load_spec"]
+
+_ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
+
+
+class SpecError(FlydepsError, ValueError):
+    """The SPEC of an AOT build cannot be loaded or does not give specializations."""
+
+    def __init__(self, spec: str, why: str) -> None:
+        self.spec = spec
+        super().__init__(
+            f"aot build: SPEC {spec!r} {why}. SPEC is 'package.module:function' or 'path/to/file.py:function'; "
+            "the function takes no arguments and yields (launcher, args) or (launcher, args, kwargs) tuples."
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One (specialization, arch): ``status`` is ``built``, ``reused`` or ``failed``."""
+
+    position: int
+    arch: str
+    label: str
+    status: str
+    error: str = ""
+    rows: tuple = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    out: Path
+    outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def failed(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == "failed")
+
+    def lines(self) -> list[str]:
+        head = (
+            f"aot build into {self.out}: {self.count('built')} built, {self.count('reused')} reused, "
+            f"{self.count('failed')} failed (of {len(self.outcomes)})"
+        )
+        return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed)]
+
+
+# --- the spec --------------------------------------------------------------------------
+
+
+def load_spec(spec: str) -> Callable[[], Any]:
+    """The callable ``SPEC`` names (imported with the facade installed)."""
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name.isidentifier():
+        raise SpecError(spec, "does not end in ':function'")
+    import flydsl_runtime
+
+    flydsl_runtime.install()
+    try:
+        if target.endswith(".py") or os.sep in target or "/" in target:
+            path = Path(target).resolve()
+            if not path.is_file():
+                raise SpecError(spec, f"names {path}, which is not a file")
+            module_name = f"_flydeps_aot_spec_{abs(hash(str(path)))}"
+            module = sys.modules.get(module_name)
+            if module is None:
+                sys.path.insert(0, str(path.parent))
+                loader_spec = importlib.util.spec_from_file_location(module_name, path)
+                if loader_spec is None or loader_spec.loader is None:
+                    raise SpecError(spec, f"names {path}, which Python cannot import")
+                module = importlib.util.module_from_spec(loader_spec)
+                sys.modules[module_name] = module
+                loader_spec.loader.exec_module(module)
+        else:
+            try:
+                module = importlib.import_module(target)
+            except ImportError as exc:
+                raise SpecError(spec, f"names module {target!r}, which cannot be imported ({exc})") from exc
+    finally:
+        flydsl_runtime.uninstall()
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise SpecError(spec, f"names {name!r}, which {target} does not define as a callable")
+    return fn  # type: ignore[no-any-return]
+
+
+def _items(spec: str) -> list[tuple[Any, tuple, dict]]:
+    import flydsl_runtime
+
+    fn = load_spec(spec)
+    flydsl_runtime.install()  # factories called while enumerating build flydsl_runtime launchers
+    try:
+        produced = fn()
+        items = []
+        for i, item in enumerate(produced if produced is not None else ()):
+            if not isinstance(item, tuple) or len(item) not in (2, 3) or not callable(item[0]):
+                raise SpecError(spec, f"gave item {i} that is not (launcher, args) or (launcher, args, kwargs)")
+            launcher, args, *rest = item
+            kwargs = rest[0] if rest else {}
+            if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+                raise SpecError(spec, f"gave item {i} whose args are not a tuple (or kwargs not a dict)")
+            items.append((launcher, tuple(args), kwargs))
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise SpecError(spec, f"raised while giving its specializations: {type(exc).__name__}: {exc}") from exc
+    finally:
+        flydsl_runtime.uninstall()
+    return items
+
+
+def _label(launcher: Any, args: tuple, kwargs: dict) -> str:
+    from .explain import short
+
+    name = getattr(launcher, "_name", None) or getattr(launcher, "__qualname__", type(launcher).__name__)
+    shown = [short(type(a)) if hasattr(a, "dtype") else short(a) for a in args]
+    shown += [f"{k}={short(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+# --- workers ---------------------------------------------------------------------------
+
+_worker_items: dict[str, list[tuple[Any, tuple, dict]]] = {}
+_traces = [0]
+
+
+def _worker_init(out: str) -> None:
+    from flydsl.compiler.jit_function import JitFunction
+
+    os.environ.update(
+        COMPILE_ONLY="1",
+        FLYDEPS_CACHE_DIR=out,
+        FLYDSL_RUNTIME_CACHE_DIR=os.path.join(out, "flydsl"),
+        FLYDSL_RUNTIME_ENABLE_CACHE="1",
+        FLYDEPS_INDEX="1",
+    )
+    for name in ("FLYDEPS_AOT", "FLYDEPS_VERIFY"):
+        os.environ.pop(name, None)
+    real = JitFunction._trace
+
+    def counted(self: JitFunction, *args: Any, **kwargs: Any) -> Any:
+        _traces[0] += 1
+        return real(self, *args, **kwargs)
+
+    JitFunction._trace = counted  # type: ignore[method-assign]
+
+
+def _build_one(spec: str, position: int, arch: str) -> Outcome:
+    from . import index
+
+    for name in _ARCH_SELECTORS:
+        os.environ.pop(name, None)
+    os.environ["ARCH"] = arch
+    items = _worker_items.get(spec)
+    if items is None:
+        items = _worker_items[spec] = _items(spec)
+    launcher, args, kwargs = items[position]
+    label = _label(launcher, args, kwargs)
+    rows = index.defer_writes()
+    before = _traces[0]
+    try:
+        launcher(*args, **kwargs)
+    except Exception as exc:
+        return Outcome(position, arch, label, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+    finally:
+        index.stop_deferring()
+    status = "built" if _traces[0] > before else "reused"
+    # EnvReads carry a generated check: they cross the process boundary as plain data.
+    plain = tuple((k, name, ir, (r.values, r.listed), detail, rep) for k, name, ir, r, detail, rep in rows)
+    return Outcome(position, arch, label, status, rows=plain)
+
+
+# --- the parent ------------------------------------------------------------------------
+
+
+@contextmanager
+def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
+    """A ``concurrent.futures`` executor: a local process pool, or a Dask cluster's."""
+    if executor == "local":
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(str(out),)
+        ) as pool:
+            yield pool
+        return
+    if not executor.startswith("dask://") or not executor[len("dask://") :]:
+        raise ValueError(f"aot build: --executor is 'local' or 'dask://HOST:PORT', got {executor!r}")
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ValueError(f"aot build: --executor {executor} needs Dask (pip install distributed): {exc}") from None
+    client = Client(f"tcp://{executor[len('dask://') :]}", timeout=30)
+    try:
+        threads = client.nthreads()
+        if not threads:
+            raise ValueError(f"aot build: the Dask scheduler at {executor} has no workers")
+        crowded = sorted(addr for addr, n in threads.items() if n != 1)
+        if crowded:
+            raise ValueError(
+                f"aot build: Dask workers {', '.join(crowded)} run several threads; each build sets ARCH for its "
+                "process, so start workers with --nthreads 1 (LocalCluster(threads_per_worker=1))"
+            )
+        client.run(_worker_init, str(out))
+        yield client.get_executor(pure=False)
+    finally:
+        client.close()
+
+
+def build(
+    spec: str,
+    arches: Sequence[str],
+    out: Path,
+    *,
+    jobs: int | None = None,
+    progress: bool = True,
+    executor: str = "local",
+) -> Summary:
+    """Build every specialization of ``spec`` for every arch into ``out`` (module docstring).
+    ``executor``: ``local`` (a process pool of ``jobs`` workers) or ``dask://HOST:PORT`` (the
+    workers of that Dask scheduler, one thread each, sharing ``out``'s file system)."""
+    if not arches or any(not a or not a.replace("_", "").isalnum() for a in arches):
+        raise ValueError(f"aot build: --arch needs arch names such as gfx942,gfx950, got {','.join(arches)!r}")
+    out = out.resolve()
+    count = len(_items(spec))  # the spec must load and enumerate here, before any work starts
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = [(position, arch) for arch in arches for position in range(count)]
+    outcomes: list[Outcome] = []
+    with _pool(executor, jobs, out) as pool:
+        futures: dict[Future[Outcome], tuple[int, str]] = {
+            pool.submit(_build_one, spec, p, a): (p, a) for p, a in tasks
+        }
+        from tqdm import tqdm
+
+        # No monitor thread: it would outlive the build in the caller's process (a library
+        # caller, a test run), where another thread changes how processes may be forked.
+        tqdm.monitor_interval = 0
+        bar = tqdm(total=len(futures), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
+        for future in as_completed(futures):
+            position, arch = futures[future]
+            try:
+                outcome = future.result()
+            except BrokenProcessPool as exc:
+                outcome = Outcome(position, arch, f"specialization {position}", "failed", f"worker died: {exc}")
+            except SpecError as exc:
+                outcome = Outcome(position, arch, f"specialization {position}", "failed", str(exc))
+            outcomes.append(outcome)
+            bar.update(1)
+            bar.set_postfix(
+                built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
+            )
+        bar.close()
+    _write_rows(out, [row for o in outcomes for row in o.rows])
+    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))))
+
+
+def _write_rows(out: Path, rows: list[tuple]) -> None:
+    """The one writer: the workers' rows into ``out``'s index."""
+    from flydeps._environ import EnvReads
+
+    from . import index
+
+    with index.at(out):
+        for key, launcher, ir_key, (values, listed), detail, replace in rows:
+            index.record(key, launcher, ir_key, EnvReads(values, listed), detail, replace=replace)

@@ -1,0 +1,222 @@
+"""``flydeps aot build``: specializations built for several arches into one directory, reused
+without tracing, rebuilt only where an edit reaches, on a local pool or a Dask cluster.
+
+Every build runs real FlyDSL compiles in worker processes; the oracle that a shipped
+directory is complete is a fresh process under ``FLYDEPS_AOT=strict`` (any call it cannot
+serve without tracing raises), and the oracle for Dask is the local build of the same spec.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flydsl")
+
+from flydsl_runtime import index  # noqa: E402
+from flydsl_runtime.aotbuild import SpecError, build  # noqa: E402
+
+KERNELS = Path(__file__).parent / "kernels"
+
+SPEC = """
+import torch
+
+from {package} import reduce, vadd
+
+N = 1024
+
+
+def specializations():
+    a, b, c = (torch.zeros(N) for _ in range(3))
+    yield vadd.vadd, (a, b, c, N)
+    for factor in (2, 3):
+        yield vadd.axpy, (a, c, N, factor)
+    yield reduce.partial_sum, (a, c, 256)
+
+
+def broken():
+    a = torch.zeros(N)
+    yield vadd.vadd, (a, a, a, N)
+    yield vadd.vadd, (a, a, object(), N)
+
+
+def not_pairs():
+    yield vadd.vadd
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, rocm_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    package = f"fdkaot_{uuid.uuid4().hex[:8]}"
+    shutil.copytree(KERNELS / "fdk", tmp_path / package)
+    (tmp_path / "spec.py").write_text(SPEC.format(package=package))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the workers import the package too
+    return tmp_path
+
+
+def _rows(out: Path) -> set[tuple[str, str]]:
+    with sqlite3.connect(out / index.INDEX_NAME) as conn:
+        return set(conn.execute("SELECT key, ir_key FROM specializations").fetchall())
+
+
+def test_build_reuse_and_incremental_rebuild(project: Path) -> None:
+    out = project / "out"
+    spec = f"{project / 'spec.py'}:specializations"
+    first = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    assert (first.count("built"), first.count("reused"), first.count("failed")) == (8, 0, 0)
+    assert len(_rows(out)) == 8 and list((out / "flydsl").rglob("*.pkl"))
+    again = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    assert (again.count("built"), again.count("reused")) == (0, 8)  # no trace anywhere
+    helpers = next(project.glob("fdkaot_*")) / "reduce_helpers.py"
+    helpers.write_text(helpers.read_text().replace("return acc + x", "return acc - x"))
+    edited = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    rebuilt = sorted(o.label.split("(")[0].rsplit(".", 1)[-1] for o in edited.outcomes if o.status == "built")
+    assert rebuilt == ["partial_sum", "partial_sum"] and edited.count("reused") == 6
+    assert len(_rows(out)) == 10
+
+
+def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
+    out = project / "out"
+    build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False)
+    package = next(project.glob("fdkaot_*")).name
+    code = (
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(project)!r})\n"
+        "from flydsl.compiler.jit_function import JitFunction\n"
+        "calls = []\n"
+        "real = JitFunction._trace\n"
+        "JitFunction._trace = lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1]\n"
+        f"from {package} import vadd, reduce\n"
+        "a, c = torch.zeros(1024), torch.zeros(1024)\n"
+        "vadd.axpy(a, c, 1024, 3); reduce.partial_sum(a, c, 256)\n"
+        "print(len(calls))\n"
+        "try:\n"
+        "    vadd.axpy(a, c, 1024, 4)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    env = {
+        **__import__("os").environ,
+        "COMPILE_ONLY": "1",
+        "ARCH": "gfx942",
+        "FLYDEPS_AOT": "strict",
+        "FLYDEPS_CACHE_DIR": str(out),
+        "FLYDSL_RUNTIME_CACHE_DIR": str(out / "flydsl"),
+        "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
+    }
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "AotMissError"]  # shipped calls without a trace; others refused
+
+
+def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
+    out = project / "out"
+    summary = build(f"{project / 'spec.py'}:broken", ["gfx942"], out, jobs=1, progress=False)
+    assert (summary.count("built"), summary.count("failed")) == (1, 1)
+    (failed,) = summary.failed
+    assert "ArgumentSignatureError" in failed.error and "'c'" in failed.error
+    assert any(line.startswith("failed: ") for line in summary.lines())
+    for bad, why in [
+        (f"{project / 'spec.py'}", "does not end in ':function'"),
+        (f"{project / 'nowhere.py'}:specializations", "which is not a file"),
+        (f"{project / 'spec.py'}:missing", "does not define as a callable"),
+        (f"{project / 'spec.py'}:not_pairs", r"is not \(launcher, args\)"),
+        ("no_such_module_xyz:f", "cannot be imported"),
+    ]:
+        with pytest.raises(SpecError, match=why):
+            build(bad, ["gfx942"], out, jobs=1, progress=False)
+    with pytest.raises(ValueError, match="--arch"):
+        build(f"{project / 'spec.py'}:specializations", ["gfx9 42"], out, jobs=1, progress=False)
+    with pytest.raises(ValueError, match="--executor"):
+        build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor="ray://x", progress=False)
+
+
+def test_cli_summary_and_exit_codes(project: Path) -> None:
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:specializations"]
+    done = subprocess.run(
+        [*command, "--arch", "gfx942", "--out", str(project / "out"), "--jobs", "2", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"aot build into {project / 'out'}: 4 built, 0 reused, 0 failed (of 4)"
+    bad = subprocess.run([*command[:-1], "spec.py", "--arch", "gfx942", "--out", "x"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "does not end in ':function'" in bad.stderr and "Traceback" not in bad.stderr
+    odd = project / "odd\nname.py"
+    odd.write_text("def f():\n    return 1\n")
+    one_line = subprocess.run(
+        [*command[:-1], f"{odd}:f", "--arch", "gfx942", "--out", "x"], capture_output=True, text=True
+    )
+    assert one_line.returncode == 2 and len(one_line.stderr.strip().splitlines()) == 1
+    assert "raised while giving its specializations" in one_line.stderr and "Traceback" not in one_line.stderr
+    broken = [*command[:-1], f"{project / 'spec.py'}:broken", "--arch", "gfx942", "--out", str(project / "o2")]
+    failed = subprocess.run([*broken, "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 1 and "1 failed" in failed.stdout
+
+
+def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path) -> None:
+    """A real local Dask cluster (a scheduler and 2 single-thread worker processes, started
+    with Dask's own commands) runs `flydeps aot build --executor dask://...`; its index rows
+    and artifacts equal the local pool's."""
+    pytest.importorskip("distributed")
+    spec = f"{project / 'spec.py'}:specializations"
+    local = build(spec, ["gfx942", "gfx950"], project / "local", jobs=2, progress=False)
+    bindir = Path(sys.executable).parent
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = [
+        subprocess.Popen(
+            [
+                str(bindir / "dask"),
+                "scheduler",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = [str(bindir / "dask"), "worker", "--scheduler-file", str(scheduler_file), "--nworkers", "2"]
+        procs.append(
+            subprocess.Popen(
+                [*worker, "--nthreads", "1", "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+        address = json.loads(scheduler_file.read_text())["address"].removeprefix("tcp://")
+        from distributed import Client
+
+        with Client(f"tcp://{address}", timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942,gfx950"]
+            + ["--out", str(project / "dask"), "--executor", f"dask://{address}", "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("8 built, 0 reused, 0 failed (of 8)") and local.count("built") == 8
+    assert _rows(project / "dask") == _rows(project / "local")
+    names = {p.name for p in (project / "local" / "flydsl").rglob("*.pkl")}
+    assert names == {p.name for p in (project / "dask" / "flydsl").rglob("*.pkl")}
