@@ -1,12 +1,13 @@
 """One fresh process of the persistent-index tests: import a kernel package, call one
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
-    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F] [--dtype float16]
+    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F] [--dtype float16] [--fresh-ir]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry, and
 whether the entry came from the persistent index; when the call raises,
-``{"error": type name, "message": ...}`` instead. ``--wait-file``: spin until F exists
+``{"error": type name, "message": ...}`` instead. ``--fresh-ir`` adds ``fresh_ir``: FlyDSL's
+IR key from a fresh trace of the same call, made after it (the oracle). ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
 """
 
@@ -61,9 +62,13 @@ def main() -> int:
         return 0
     (entry,) = launch.entries()
     loaded = any("loaded from the persistent index" in n for n in notes)
-    sys.stdout.write(
-        json.dumps({"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}) + "\n"
-    )
+    result = {"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}
+    if "--fresh-ir" in sys.argv:  # the oracle: FlyDSL's IR key from a fresh trace of the same call
+        jf = launch.jit_function
+        call = (tensors[0], tensors[1], 256) if launcher == "partial_sum" else (*tensors, 1024)
+        jf._compile_or_execute(call, {}, execute=False)
+        result["fresh_ir"] = jf._last_compiled[0]
+    sys.stdout.write(json.dumps(result) + "\n")
     return 0
 
 
