@@ -5,11 +5,21 @@ Run (CPU-only machine; .ci/setup_rocm.sh provides the compile root)::
 
     ROCM_PATH=/opt/flydeps-rocm ARCH=gfx942 python benchmarks/bench_start.py [--rounds 5] [--json]
 
-One temporary directory holds FlyDSL's disk cache, flydeps' persistent index and the
-generated flash-attention-shaped package (``gen_large_launcher.py``: 450 helpers over 32
-modules). Launchers: ``small`` (``bench_jit.py``'s 8-argument one) and ``large``. The disk
-is warmed first (one process per launcher and tool writes FlyDSL's artifact and, for
-flydeps, the index row). Then, per round and launcher, fresh processes alternate:
+One temporary directory holds FlyDSL's disk cache, flydeps' persistent index and two
+generated flash-attention-shaped packages (``gen_large_launcher.py``: 450 helpers over 32
+modules). Launchers:
+
+* ``small``: ``bench_jit.py``'s 8-argument one;
+* the example kernels ``rmsnorm``, ``layernorm``, ``softmax``, ``fp8_quant``
+  (``examples/kernels/realworld``, called as their callers call them; in the FlyDSL
+  process ``flydsl_runtime.flyc`` is FlyDSL's own ``flydsl.compiler``, so no flydeps code
+  runs there). ``fp8_quant`` is a ``@flyc.jit`` method of an instance whose class has no
+  ``__cache_signature__``: keyed by identity, never persisted, it traces in both;
+* ``large``: 450 helpers whose arithmetic folds to a constant (FlyDSL traces it quickly);
+* ``large-ir``: the same 450 helpers emitting their arithmetic as IR (``--emit-ir``).
+
+The disk is warmed first (one process per launcher and tool writes FlyDSL's artifact and,
+for flydeps, the index row). Then, per round and launcher, fresh processes alternate:
 
 * ``flydeps``: ``flydsl_runtime`` launcher, first call: fingerprint (the launcher's
   dependency state), index lookup, FlyDSL artifact load — no trace, no lowering;
@@ -36,6 +46,18 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# The example kernels (examples/kernels/realworld, as their callers call them):
+# shape -> (module, attribute path, tensor sizes, positional scalars, keyword arguments).
+EXAMPLES: dict[str, tuple[str, str, tuple[int, ...], tuple, dict[str, Any]]] = {
+    "rmsnorm": ("kernels.realworld.norms", "rmsnorm", (256, 4, 256), (64, 4), {}),
+    "layernorm": ("kernels.realworld.norms", "layernorm", (256, 4, 4, 256), (64,), {"width": 4, "eps": 1e-5}),
+    "softmax": ("kernels.realworld.softmax", "softmax_w4", (256, 256), (64,), {}),
+    "fp8_quant": ("kernels.realworld.quant", "QUANT.launch", (64, 64), (64,), {}),
+}
+# The generated flash-attention-shaped launchers (gen_large_launcher.py, 450 helpers):
+# shape -> package; "large" folds its helpers to a constant, "large-ir" emits their IR.
+LARGE = {"large": "startfa", "large-ir": "startfair"}
+SHAPES = ("small", *EXAMPLES, *LARGE)
 
 
 def _child(tool: str, shape: str, packages: str) -> None:
@@ -75,6 +97,7 @@ def _child(tool: str, shape: str, packages: str) -> None:
             (jit_module.Launcher, "_load", "load_ms"),  # FlyDSL's artifact -> CompiledFunction
         ):
             setattr(owner, name, timed(label, getattr(owner, name)))
+    kwargs: dict[str, Any] = {}
     if shape == "small":
         enable_cache = os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"]
         from bench_jit import axpy4
@@ -90,17 +113,33 @@ def _child(tool: str, shape: str, packages: str) -> None:
 
             launch = flyc_flydsl.jit(axpy4)
         args: tuple = (*(torch.zeros(4096) for _ in range(5)), 4096, 2)
+    elif shape in EXAMPLES:
+        module_name, path, sizes, scalars, kwargs = EXAMPLES[shape]
+        sys.path.insert(0, str(HERE.parent / "examples"))
+        if tool != "flydeps":  # the examples import flydsl_runtime.flyc: here it is FlyDSL's own
+            import types
+
+            import flydsl.compiler as flyc_flydsl
+
+            stand_in = types.ModuleType("flydsl_runtime")
+            stand_in.flyc = flyc_flydsl  # type: ignore[attr-defined]
+            sys.modules.update({"flydsl_runtime": stand_in, "flydsl_runtime.flyc": flyc_flydsl})
+        launch = importlib.import_module(module_name)
+        for part in path.split("."):
+            launch = getattr(launch, part)
+        args = (*(torch.zeros(n) for n in sizes), *scalars)
     else:
+        package = LARGE[shape]
         if tool == "flydeps":
             flydsl_runtime.install()
         try:
-            launch = importlib.import_module("startfa.launcher").launch
+            launch = importlib.import_module(f"{package}.launcher").launch
         finally:
             if tool == "flydeps":
                 flydsl_runtime.uninstall()
         args = (*(torch.zeros(256) for _ in range(3)), 256)
     t0 = time.perf_counter()
-    launch(*args)
+    launch(*args, **kwargs)
     first_ms = (time.perf_counter() - t0) * 1e3
     sys.stdout.write(json.dumps({"first_call_ms": first_ms, "traces": len(traces), "split": split}) + "\n")
 
@@ -128,6 +167,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flydeps-start-") as tmp:
         packages = Path(tmp) / "packages"
         write_package(packages, "startfa", 32, 14)
+        write_package(packages, "startfair", 32, 14, emit_ir=True)
         env = dict(os.environ)
         env.update(
             ARCH=env.get("ARCH", "gfx942"),
@@ -138,7 +178,7 @@ def main() -> int:
             FLYDEPS_CACHE_DIR=str(Path(tmp) / "flydeps-cache"),
         )
         env.pop("FLYDEPS_VERIFY", None)
-        shapes, tools = ("small", "large"), ("flydeps", "FlyDSL 0.5")
+        shapes, tools = SHAPES, ("flydeps", "FlyDSL 0.5")
         for shape in shapes:  # warm disk: FlyDSL's artifact and flydeps' row
             for tool in ("flydeps", "flydsl"):
                 _run(tool, shape, packages, env)

@@ -9,11 +9,15 @@ and cold-fingerprint benchmarks measure that shape, not a toy:
   ``--helpers`` plain helpers; each helper reads one or two module constants and calls the
   next helper of its own module and one helper of the next module, so a single entry helper
   reaches every helper of every module (a real call chain, executed at trace time).
-* ``<pkg>/launcher.py``: a ``@flyc.kernel`` whose trace calls the entry helper (the result
-  is a compile-time constant baked into the IR) and a ``@flyc.jit`` launcher with three
-  tensors and a defaulted ``stream: fx.Stream = fx.Stream(None)`` that callers omit.
+* ``<pkg>/launcher.py``: a ``@flyc.kernel`` whose trace calls the entry helper and a
+  ``@flyc.jit`` launcher with three tensors and a defaulted
+  ``stream: fx.Stream = fx.Stream(None)`` that callers omit. By default the entry helper
+  gets a Python int, so the whole chain folds to a compile-time constant baked into the IR
+  (a trace that costs FlyDSL little); with ``--emit-ir`` it gets the thread index, so every
+  helper emits its arithmetic as IR ops while tracing (~2,000 ops: index and tile
+  arithmetic the way real helpers emit it; FlyDSL 0.5 traces it in ~250 ms here).
 
-Usage: python benchmarks/gen_large_launcher.py OUT_DIR [--package NAME] [--modules 32] [--helpers 14]
+Usage: python benchmarks/gen_large_launcher.py OUT_DIR [--package NAME] [--modules 32] [--helpers 14] [--emit-ir]
 Import ``NAME.launcher`` with OUT_DIR on ``sys.path``; ``launch`` is the launcher.
 """
 
@@ -35,7 +39,7 @@ BLOCK = 64
 @flyc.kernel
 def big_kernel(q: fx.Tensor, k: fx.Tensor, out: fx.Tensor):
     tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
-    bias = m00.h00_00(1) % 7  # every helper of every module runs while tracing
+    bias = {entry}  # every helper of every module runs while tracing
     out[tid] = q[tid] * k[tid] + bias
 
 
@@ -66,14 +70,19 @@ def helper_module(index: int, modules: int, helpers: int) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_package(out: Path, package: str, modules: int, helpers: int) -> Path:
+ENTRY_CONSTANT = "m00.h00_00(1) % 7"  # folds to a constant: no IR from the helpers
+ENTRY_IR = "m00.h00_00(tid)"  # a traced value: each helper's arithmetic becomes IR ops
+
+
+def write_package(out: Path, package: str, modules: int, helpers: int, *, emit_ir: bool = False) -> Path:
     """Write the package under ``out``; returns its directory."""
     root = out / package
     root.mkdir(parents=True, exist_ok=True)
     (root / "__init__.py").write_text('"""Generated flash-attention-shaped launcher package."""\n')
     for index in range(modules):
         (root / f"m{index:02d}.py").write_text(helper_module(index, modules, helpers))
-    (root / "launcher.py").write_text(KERNEL.format(modules=modules, total=modules * helpers))
+    entry = ENTRY_IR if emit_ir else ENTRY_CONSTANT
+    (root / "launcher.py").write_text(KERNEL.format(modules=modules, total=modules * helpers, entry=entry))
     return root
 
 
@@ -83,10 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", default="largefa")
     parser.add_argument("--modules", type=int, default=32)
     parser.add_argument("--helpers", type=int, default=14)
+    parser.add_argument("--emit-ir", action="store_true", help="helpers emit IR ops while tracing")
     opts = parser.parse_args(argv)
     if opts.modules < 1 or opts.helpers < 1:
         parser.error("--modules and --helpers must be at least 1")
-    write_package(opts.out, opts.package, opts.modules, opts.helpers)
+    write_package(opts.out, opts.package, opts.modules, opts.helpers, emit_ir=opts.emit_ir)
     return 0
 
 

@@ -44,6 +44,13 @@ def _stdlib_names() -> frozenset[str]:
 
 @functools.lru_cache(maxsize=None)
 def _library_dirs() -> tuple[str, ...]:
+    """Where library code lives (stdlib, site-packages, the user site), resolved, each
+    ending with a separator: remembered with the distribution index (``sysconfig``'s
+    first use costs milliseconds per process)."""
+    return _indexed()[2]
+
+
+def _find_library_dirs() -> tuple[str, ...]:
     dirs = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
@@ -64,60 +71,86 @@ def _distributions() -> dict[str, list[str]]:
     return _index()[0]
 
 
-_METADATA_FILES = ("METADATA", "PKG-INFO", "top_level.txt", "RECORD")
-_INDEX_FORMAT = 1
+_METADATA_FILES = frozenset({"METADATA", "PKG-INFO", "top_level.txt", "RECORD"})
+_INDEX_FORMAT = 2
 
 
 def _metadata_state() -> str:
-    """A digest of everything the index is read from, by metadata: each ``sys.path`` entry
-    (a file by its size, time and inode) and, in each directory entry, every
-    ``*.dist-info`` / ``*.egg-info`` with the size, modification time and inode of itself
-    and of the files the index reads. Installing, removing or rewriting a distribution
-    changes it."""
-    h = blake3(f"{PYTHON_DETAIL} {sys.executable} {_INDEX_FORMAT}\0".encode("utf-8", "surrogatepass"))
-    h.update(" ".join(type(finder).__qualname__ for finder in sys.meta_path).encode() + b"\0")
+    """A digest of everything the index is read from: the interpreter and what places its
+    library directories (prefixes, ``platlibdir``, the home and user base the user site
+    follows), and by metadata each ``sys.path`` entry (a file by its size, time and inode)
+    and, in each directory entry, every ``*.dist-info`` / ``*.egg-info`` with the size,
+    modification time and inode of itself and of the files the index reads. Installing,
+    removing or rewriting a distribution changes it."""
+    places = (
+        PYTHON_DETAIL,
+        sys.executable,
+        _INDEX_FORMAT,
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        getattr(sys, "platlibdir", ""),
+        site.ENABLE_USER_SITE,
+        os.path.expanduser("~"),
+        os.environ.get("PYTHONUSERBASE"),
+        os.environ.get("_PYTHON_SYSCONFIGDATA_NAME"),
+        [type(finder).__qualname__ for finder in sys.meta_path],
+    )
+    seen: list[object] = [places]
     for entry in sys.path:
         path = entry or os.getcwd()
         try:
             st = os.stat(path)
         except OSError:
-            h.update(f"{entry}\0-\0".encode("utf-8", "surrogatepass"))
+            seen.append((entry, None))
             continue
         if not os.path.isdir(path):  # a zip or egg file: by its own metadata
-            h.update(f"{entry}\0{st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
+            seen.append((entry, st.st_size, st.st_mtime_ns, st.st_ino))
             continue
         # A directory by its distributions only (its own time moves with any file written there).
-        h.update(f"{entry}\0dir\0".encode("utf-8", "surrogatepass"))
+        seen.append((entry, "dir"))
         try:
-            names = sorted(n for n in os.listdir(path) if n.endswith((".dist-info", ".egg-info")))
+            with os.scandir(path) as entries:
+                metas = sorted(e.path for e in entries if e.name.endswith((".dist-info", ".egg-info")))
         except OSError:
             continue
-        for name in names:
-            meta = os.path.join(path, name)
-            for file in (meta, *(os.path.join(meta, f) for f in _METADATA_FILES)):
+        for meta in metas:
+            try:
+                st = os.stat(meta)
+                seen.append((meta, st.st_size, st.st_mtime_ns, st.st_ino))
+                with os.scandir(meta) as files:  # only the files that exist: no failing stat
+                    found = sorted((f.name, f.path) for f in files if f.name in _METADATA_FILES)
+            except OSError:
+                continue
+            for name, file in found:
                 try:
-                    fst = os.stat(file)
+                    st = os.stat(file)
                 except OSError:
                     continue
-                h.update(f"{file}\0{fst.st_size} {fst.st_mtime_ns} {fst.st_ino}\0".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+                seen.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+    return blake3(repr(seen).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _memo_file(state: str) -> str:
-    base = settings.text("FLYDEPS_CACHE_DIR")
-    if not base:
-        import platformdirs
-
-        base = platformdirs.user_cache_dir("flydeps")
+    base = settings.cache_root()
     return os.path.join(base, "origin", f"index-{state[:32]}.json")
 
 
 @functools.lru_cache(maxsize=None)
 def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
-    """:func:`_scan`, remembered on disk (``$FLYDEPS_CACHE_DIR/origin``) by
-    :func:`_metadata_state`: a new process with the same installed distributions reads one
-    small JSON file instead of every distribution's metadata. An unreadable or foreign
-    file is ignored and rewritten; a directory that cannot be written costs only the scan."""
+    """Top-level name -> distributions, and distribution -> version (:func:`_scan`)."""
+    packages, versions, _ = _indexed()
+    return packages, versions
+
+
+@functools.lru_cache(maxsize=None)
+def _indexed() -> tuple[dict[str, list[str]], dict[str, str], tuple[str, ...]]:
+    """:func:`_scan` and :func:`_find_library_dirs`, remembered on disk
+    (``$FLYDEPS_CACHE_DIR/origin``) by :func:`_metadata_state`: a new process with the same
+    interpreter and installed distributions reads one small JSON file instead of every
+    distribution's metadata. An unreadable or foreign file is ignored and rewritten; a
+    directory that cannot be written costs only the scan."""
     state = _metadata_state()
     path = _memo_file(state)
     try:
@@ -126,19 +159,21 @@ def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
         if data.get("state") == state:
             packages = {str(k): [str(d) for d in v] for k, v in data["packages"].items()}
             versions = {str(k): str(v) for k, v in data["versions"].items()}
-            return packages, versions
+            dirs = tuple(str(d) for d in data["library_dirs"])
+            return packages, versions, dirs
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
     packages, versions = _scan()
+    dirs = _find_library_dirs()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"state": state, "packages": packages, "versions": versions}, f)
+            json.dump({"state": state, "packages": packages, "versions": versions, "library_dirs": dirs}, f)
         os.replace(tmp, path)
     except OSError:
         pass
-    return packages, versions
+    return packages, versions, dirs
 
 
 def _scan() -> tuple[dict[str, list[str]], dict[str, str]]:

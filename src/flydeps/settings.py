@@ -26,7 +26,8 @@ the variable, the bad value and the accepted values (the ``flydeps`` CLI prints 
 read (at import for settings that shape import-time state, lazily otherwise). A read made
 while a build is being recorded is not attributed to the build (:func:`flydeps._environ.paused`):
 flydeps' own configuration is not an input of the user's code. This module imports nothing
-outside the standard library, :mod:`flydeps._environ` and :mod:`flydeps.errors`.
+outside the standard library, :mod:`flydeps._environ` and :mod:`flydeps.errors`
+(:func:`cache_root` imports ``platformdirs`` when it is called).
 """
 
 from __future__ import annotations
@@ -258,6 +259,17 @@ def names(name: str, *, choices: tuple[str, ...] | None = None) -> tuple[str, ..
     if bad:
         raise SettingError(name, raw, f"names {bad[0]!r}: set {expected}")
     return items
+
+
+def cache_root() -> str:
+    """``FLYDEPS_CACHE_DIR``, else the user cache directory (``platformdirs``, imported only
+    here): the root under which every flydeps cache lives."""
+    base = text("FLYDEPS_CACHE_DIR")
+    if base:
+        return base
+    import platformdirs
+
+    return platformdirs.user_cache_dir("flydeps")
 
 
 def text(name: str) -> str | None:

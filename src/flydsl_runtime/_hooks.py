@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from types import FunctionType
 from typing import Any, cast
 
-from flydsl.compiler import backends
+from flydsl.compiler import backends, jit_function
 from flydsl.compiler.ast_rewriter import ASTRewriter
 from flydsl.compiler.jit_function import JitFunction
 from flydsl.compiler.kernel_function import KernelFunction
@@ -133,9 +133,25 @@ def _noting(transform: Callable[[object], object]) -> Callable[[object], object]
     return transform_and_note
 
 
+def _remembering_toolchain_key(compute: Callable[[], str]) -> Callable[[], str]:
+    """FlyDSL's ``_flydsl_key`` (its toolchain key, hashed from every compiler source, native
+    library and device bitcode file once per process) answered from the index's memo by
+    file metadata (:func:`flydsl_runtime.index.toolchain_key`) while the index is enabled:
+    the same key, without the hash, for a first call that traces."""
+
+    @functools.wraps(compute)
+    def remembered_flydsl_key() -> str:
+        from . import index
+
+        return index.toolchain_key() if index.enabled() else compute()
+
+    remembered_flydsl_key.__flydeps_original__ = compute  # type: ignore[attr-defined]
+    return remembered_flydsl_key
+
+
 def ensure_hooks() -> None:
-    """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace`` and
-    target resolution (once per process)."""
+    """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace``,
+    target resolution and the toolchain key (once per process)."""
     global _installed
     if _installed:
         return
@@ -151,4 +167,6 @@ def ensure_hooks() -> None:
     if not hasattr(JitFunction._trace, "__flydeps_original__"):
         JitFunction._trace = _recording_trace(JitFunction._trace)  # type: ignore[method-assign]
     _pause_target_resolution()
+    if not hasattr(jit_function._flydsl_key, "__flydeps_original__"):
+        jit_function._flydsl_key = _remembering_toolchain_key(jit_function._flydsl_key)  # type: ignore[assignment]
     _installed = True

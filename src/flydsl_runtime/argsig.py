@@ -353,7 +353,8 @@ class ArgSigner:
         self._callable_slots = tuple(callable_slots)
         self._by_types: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> signatures
         self._key_plans: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> key form
-        self._checked: dict[tuple[type, ...], Callable[[tuple], tuple]] = {}  # types -> warm key form
+        # types -> (warm key-form plan, the same plan as data for the C warm path)
+        self._checked: dict[tuple[type, ...], tuple[Callable[[tuple], tuple], Any]] = {}
         # The warm path: the last argument types' key-form plan, which checks the types
         # itself and hands anything else to _key (which then makes that plan the warm one).
         self.key: Callable[[tuple], tuple] = self._key
@@ -387,15 +388,14 @@ class ArgSigner:
             if len(self._key_plans) >= _TYPE_PLAN_LIMIT:
                 self._key_plans.clear()
             plan = self._key_plans[types_] = _compile_plan(self._slots(types_), tokens=True)
-        fast = self._checked.get(types_)
-        if fast is None:
+        warm = self._checked.get(types_)
+        if warm is None:
             if len(self._checked) >= _TYPE_PLAN_LIMIT:
                 self._checked.clear()
-            fast = self._checked[types_] = _compile_plan(
-                self._slots(types_), tokens=True, types_=types_, slow=self._key
-            )
-        self.key = fast
-        self._warm = _warm_spec(types_, self._slots(types_))
+            slots = self._slots(types_)
+            fast = _compile_plan(slots, tokens=True, types_=types_, slow=self._key)
+            warm = self._checked[types_] = (fast, _warm_spec(types_, slots))
+        self.key, self._warm = warm
         try:
             return plan(args)
         except TypeError:

@@ -74,6 +74,7 @@ __all__ = [
     "lookup",
     "persistent_key",
     "record",
+    "toolchain_key",
 ]
 
 log = logging.getLogger("flydsl_runtime")
@@ -99,6 +100,7 @@ CREATE TABLE IF NOT EXISTS toolchains (
 )
 """,
 )
+_SCHEMA_VERSION = 1  # PRAGMA user_version of a file whose tables and WAL mode are set up
 # Top-level packages whose types may appear by name in a persistent key: their code is
 # covered by the versions in the key. A user type's definition is not, so it is not named.
 _LIBRARY_TYPES = frozenset({"builtins", "flydsl", "torch", "numpy"})
@@ -142,11 +144,7 @@ def at(directory: Path) -> Iterator[None]:
 def index_path() -> Path:
     if _path_override is not None:
         return _path_override
-    base = settings.text("FLYDEPS_CACHE_DIR")
-    if not base:
-        import platformdirs
-
-        base = platformdirs.user_cache_dir("flydeps")
+    base = settings.cache_root()
     return Path(base) / INDEX_NAME
 
 
@@ -202,13 +200,18 @@ _VERSIONS: tuple[str, str, str] | None = None
 
 
 def _versions() -> tuple[str, str, str]:
+    """(FlyDSL's ``__version__``, flydeps' ``__version__``, Python ``X.Y``): module
+    attributes, read once; distribution metadata only for a FlyDSL without ``__version__``."""
     global _VERSIONS
     if _VERSIONS is None:
         import flydsl
 
+        import flydeps
+
+        flydsl_version = getattr(flydsl, "__version__", None)
         _VERSIONS = (
-            getattr(flydsl, "__version__", _distribution_version("flydsl")),
-            _distribution_version("flydeps"),
+            flydsl_version if isinstance(flydsl_version, str) else _distribution_version("flydsl"),
+            flydeps.__version__,
             f"{sys.version_info[0]}.{sys.version_info[1]}",
         )
     return _VERSIONS
@@ -289,10 +292,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        # WAL mode and the tables persist in the file: set up once, marked by user_version.
+        if conn.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
+            conn.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     except sqlite3.Error:
         conn.close()
         raise
@@ -442,10 +448,17 @@ def record(
 
 
 def _toolchain_files() -> str | None:
-    """A digest of the name, size, modification time and inode of every file FlyDSL's
-    toolchain key may read (a superset: the whole ``flydsl`` package and the ROCm device
-    bitcode), or None where the key reads more (extra source directories, an external LLVM,
-    another backend): then the key is always computed by FlyDSL."""
+    """A digest of what FlyDSL's toolchain key reads, by file metadata, or None where the key
+    reads more (extra source directories, an external LLVM, another backend): then the key
+    is always computed by FlyDSL.
+
+    The ``flydsl`` package counts by its installation when it is a wheel install (its
+    ``.dist-info`` beside the package directory, not editable): the version, and the inode
+    and time of the ``.dist-info`` directory and of its ``RECORD`` (any install or reinstall
+    writes new ones) - the way flydeps counts every installed library by its version. Any
+    other ``flydsl`` (editable, a source tree on ``sys.path``) counts by the size, time and
+    inode of every file under the package. The ROCm device bitcode always counts file by
+    file."""
     import flydsl
     from flydsl.compiler import jit_function as fjf
     from flydsl.compiler.backends import get_backend
@@ -456,8 +469,15 @@ def _toolchain_files() -> str | None:
         return None
     from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
 
-    roots = [Path(flydsl.__file__).resolve().parent, Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
-    h = blake3(f"flydsl {getattr(flydsl, '__version__', '?')}\0".encode())
+    package = Path(flydsl.__file__).resolve().parent
+    version = str(getattr(flydsl, "__version__", "?"))
+    h = blake3(f"flydsl {version}\0".encode())
+    installed = _wheel_install(package, version)
+    if installed is not None:
+        h.update(installed.encode("utf-8", "surrogatepass"))
+        roots = [Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
+    else:
+        roots = [package, Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
     for root in roots:
         h.update(f"root {root}\0".encode("utf-8", "surrogatepass"))
         for directory, dirs, files in os.walk(root, followlinks=True):
@@ -470,18 +490,49 @@ def _toolchain_files() -> str | None:
     return h.hexdigest()
 
 
+def _wheel_install(package: Path, version: str) -> str | None:
+    """The identity of ``flydsl``'s wheel installation (see :func:`_toolchain_files`), or
+    None when ``package`` is not one."""
+    info = package.parent / f"{package.name}-{version}.dist-info"
+    try:
+        dir_stat, record_stat = os.stat(info), os.stat(info / "RECORD")
+    except OSError:
+        return None
+    try:
+        direct = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        direct = {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(direct, dict):
+        return None
+    dir_info = direct.get("dir_info")
+    if isinstance(dir_info, dict) and dir_info.get("editable"):
+        return None
+    return (
+        f"wheel {info} {dir_stat.st_mtime_ns} {dir_stat.st_ino} "
+        f"{record_stat.st_size} {record_stat.st_mtime_ns} {record_stat.st_ino}\0"
+    )
+
+
 _toolchain_memo: dict[str, str] = {}  # files digest -> FlyDSL's toolchain key, for this process
 
 
-def _flydsl_key() -> str:
-    """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index by
-    the digest of its files' metadata: a new process with an unchanged toolchain reads it
-    back (one ``stat`` per file) instead of hashing every source and the device bitcode."""
+def _compute_toolchain_key() -> str:
+    """FlyDSL's own ``_flydsl_key()`` (the one :mod:`._hooks` wraps), computed."""
     from flydsl.compiler import jit_function as fjf
 
+    return getattr(fjf._flydsl_key, "__flydeps_original__", fjf._flydsl_key)()
+
+
+def toolchain_key() -> str:
+    """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index by
+    the digest of its files' metadata (:func:`_toolchain_files`): a new process with an
+    unchanged toolchain reads it back instead of hashing every source, native library and
+    device bitcode file."""
     files = _toolchain_files()
     if files is None:
-        return fjf._flydsl_key()
+        return _compute_toolchain_key()
     known = _toolchain_memo.get(files)
     if known is not None:
         return known
@@ -490,7 +541,7 @@ def _flydsl_key() -> str:
         found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
     except (sqlite3.Error, OSError):
         found = None  # lookup() and record() report a broken store; here it only costs a hash
-    key = found[0] if found is not None else fjf._flydsl_key()
+    key = found[0] if found is not None else _compute_toolchain_key()
     if found is None and _deferred is None:
         try:
             _connect(path).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
@@ -502,7 +553,7 @@ def _flydsl_key() -> str:
 
 def disk_key(ir_key: str) -> str:
     """FlyDSL's disk-cache key of an artifact (``jit_function._disk_cache_key``: its IR key
-    namespaced by the toolchain key), with the toolchain key from :func:`_flydsl_key`."""
+    namespaced by the toolchain key), with the toolchain key from :func:`toolchain_key`."""
     import hashlib
 
-    return hashlib.sha256(f"{_flydsl_key()}\n{ir_key}".encode()).hexdigest()
+    return hashlib.sha256(f"{toolchain_key()}\n{ir_key}".encode()).hexdigest()

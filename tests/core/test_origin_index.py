@@ -11,6 +11,7 @@ so it must contain everything the running version's answer has, ``__pycache__`` 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
 import sys
 import textwrap
@@ -77,18 +78,21 @@ def test_malformed_metadata_is_read_as_importlib_reads_it(tmp_path: Path) -> Non
 @pytest.mark.parametrize("top", ["blake3", "libcst"])
 def test_index_is_what_a_fresh_process_reads(top: str) -> None:
     """The index a process reads back from disk is the one a scan of the installed files gives."""
-    _origin._index.cache_clear()
-    _origin._distributions.cache_clear()
+    _clear()
     try:
         assert _origin._distributions()[top]
         assert _origin._index() == _origin._scan()
     finally:
-        _origin._index.cache_clear()
-        _origin._distributions.cache_clear()
+        _clear()
+
+
+def _clear() -> None:
+    for memo in (_origin._indexed, _origin._index, _origin._distributions, _origin._library_dirs):
+        memo.cache_clear()
 
 
 def _fresh_index() -> tuple[dict, dict]:
-    _origin._index.cache_clear()
+    _clear()
     return _origin._index()
 
 
@@ -121,5 +125,37 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
         monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(memo))  # a file: nothing can be written under it
         assert _fresh_index() == _origin._scan()
     finally:
-        _origin._index.cache_clear()
-        _origin._distributions.cache_clear()
+        _clear()
+
+
+def test_library_dirs_are_remembered_with_what_places_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library directories a process reads back from the memo are the ones ``sysconfig``
+    and ``site`` give; what moves them (the home the user site follows, ``PYTHONUSERBASE``,
+    the prefixes) is part of the memo's state, so a changed one is computed again."""
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        _clear()
+        computed = _origin._library_dirs()  # scanned and written
+        assert computed == _origin._find_library_dirs()
+        _clear()
+        assert _origin._library_dirs() == computed  # read back
+        state = _origin._metadata_state()
+        userbase = os.environ.get("PYTHONUSERBASE")
+        monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "userbase"))
+        assert _origin._metadata_state() != state
+        if userbase is None:
+            monkeypatch.delenv("PYTHONUSERBASE")
+        else:
+            monkeypatch.setenv("PYTHONUSERBASE", userbase)
+        assert _origin._metadata_state() == state
+        exec_prefix = sys.exec_prefix
+        monkeypatch.setattr(sys, "exec_prefix", str(tmp_path / "elsewhere"))
+        assert _origin._metadata_state() != state
+        monkeypatch.setattr(sys, "exec_prefix", exec_prefix)
+        assert _origin._metadata_state() == state
+        memo = Path(_origin._memo_file(state))
+        memo.write_text(memo.read_text().replace('"library_dirs"', '"library_dirz"'))  # a foreign file
+        _clear()
+        assert _origin._library_dirs() == _origin._find_library_dirs()
+    finally:
+        _clear()

@@ -227,14 +227,28 @@ def test_parts_without_a_cross_process_name_are_never_persisted() -> None:
 def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path, monkeypatch) -> None:
     from flydsl.compiler import jit_function as fjf
 
+    from flydsl_runtime._hooks import ensure_hooks
+
+    ensure_hooks()
+    original = fjf._flydsl_key.__flydeps_original__  # FlyDSL's own, wrapped by the hooks
     monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(index, "_toolchain_memo", {})
     ir_key = "ab" * 32
-    expected = fjf._disk_cache_key(ir_key)
+    with monkeypatch.context() as flydsl_alone:
+        flydsl_alone.setattr(fjf, "_flydsl_key", original)
+        expected = fjf._disk_cache_key(ir_key)  # hashed by FlyDSL itself
+        flydsl_key = fjf._flydsl_key()
     assert index.disk_key(ir_key) == expected
     with sqlite3.connect(tmp_path / index.INDEX_NAME) as conn:
         ((files, key),) = conn.execute("SELECT files, flydsl_key FROM toolchains").fetchall()
-    assert key == fjf._flydsl_key() and files == index._toolchain_files()
+    assert key == flydsl_key and files == index._toolchain_files()
+    assert fjf._flydsl_key() == flydsl_key  # a traced miss's disk key: FlyDSL's, from the memo
+    monkeypatch.setattr(index, "_toolchain_memo", {})
+    monkeypatch.setenv("FLYDEPS_INDEX", "0")  # no index: FlyDSL computes its own key
+    with monkeypatch.context() as m:
+        m.setattr(index, "toolchain_key", lambda: pytest.fail("the index is off"))
+        assert fjf._flydsl_key() == flydsl_key
+    monkeypatch.delenv("FLYDEPS_INDEX")
     monkeypatch.setattr(index, "_toolchain_memo", {})
     monkeypatch.setattr(fjf, "_flydsl_key", lambda: pytest.fail("the remembered key is used"))
     assert index.disk_key(ir_key) == expected  # read back from the index: FlyDSL hashes nothing
@@ -370,3 +384,29 @@ def test_a_new_process_after_an_edit_runs_what_a_fresh_trace_gives(
     assert after["ir_key"] == after["fresh_ir"]
     if loads:
         assert after["traces"] == 0 and after["loaded"]
+
+
+def test_toolchain_counts_a_wheel_install_by_its_dist_info(tmp_path: Path) -> None:
+    """FlyDSL installed from a wheel counts by its ``.dist-info`` (version, inode and time
+    of the directory and its RECORD: a reinstall writes new ones); anything else - no
+    ``.dist-info`` beside the package, an editable install, an unreadable
+    ``direct_url.json`` - is not a wheel install and counts file by file."""
+    package = tmp_path / "site" / "flydsl"
+    package.mkdir(parents=True)
+    assert index._wheel_install(package, "0.5.0") is None  # no .dist-info: a source tree
+    info = tmp_path / "site" / "flydsl-0.5.0.dist-info"
+    info.mkdir()
+    assert index._wheel_install(package, "0.5.0") is None  # a .dist-info without RECORD
+    (info / "RECORD").write_text("flydsl/__init__.py,sha256=x,1\n")
+    assert index._wheel_install(package, "0.5.0") is not None  # from an index: no direct_url.json
+    (info / "direct_url.json").write_text('{"url": "file:///wheels/flydsl.whl", "archive_info": {}}')
+    first = index._wheel_install(package, "0.5.0")  # from a wheel file
+    assert first is not None and str(info) in first
+    assert index._wheel_install(package, "0.5.0") == first
+    assert index._wheel_install(package, "0.6.0") is None  # another version's files
+    (info / "RECORD").unlink()
+    (info / "RECORD").write_text("flydsl/__init__.py,sha256=y,1\n")  # reinstalled
+    assert index._wheel_install(package, "0.5.0") not in (None, first)
+    for direct_url in ('{"url": "file:///src", "dir_info": {"editable": true}}', "{not json", "[]"):
+        (info / "direct_url.json").write_text(direct_url)
+        assert index._wheel_install(package, "0.5.0") is None, direct_url

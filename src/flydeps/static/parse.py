@@ -98,11 +98,7 @@ def scan_imports(source: bytes) -> list[tuple[int, str, tuple[str, ...]]]:
 
 def cache_dir() -> Path:
     """The parse-cache directory for this Python and this flydeps build."""
-    base = settings.text("FLYDEPS_CACHE_DIR")
-    if not base:
-        import platformdirs
-
-        base = platformdirs.user_cache_dir("flydeps")
+    base = settings.cache_root()
     return Path(base) / f"static-v{SUMMARY_VERSION}-{sys.implementation.cache_tag}-{_salt()[:12]}"
 
 
