@@ -2,8 +2,9 @@
 
 Contract: classifies module names and module objects; reads ``sys.modules`` entries'
 ``__file__``, ``sysconfig`` paths and installed distribution metadata (the index of
-distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``, keyed by the metadata
-files' sizes, times and inodes). Never imports a package to classify it. A kernel library
+distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``: a new process checks one
+``stat`` per ``sys.path`` entry, and the metadata files' sizes, times and inodes of each
+distribution it uses, when it first uses it). Never imports a package to classify it. A kernel library
 installed into site-packages (not editable) is a leaf unless its top-level package is
 named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its code is
 walked like the user's own. The detail string of a leaf (``torch==2.13.0``,
@@ -19,8 +20,10 @@ import importlib.metadata
 import json
 import os
 import site
+import stat
 import sys
 import sysconfig
+from dataclasses import dataclass
 from types import ModuleType
 
 from blake3 import blake3
@@ -42,12 +45,11 @@ def _stdlib_names() -> frozenset[str]:
     return frozenset(names) | frozenset(sys.builtin_module_names)
 
 
-@functools.lru_cache(maxsize=None)
 def _library_dirs() -> tuple[str, ...]:
     """Where library code lives (stdlib, site-packages, the user site), resolved, each
     ending with a separator: remembered with the distribution index (``sysconfig``'s
     first use costs milliseconds per process)."""
-    return _indexed()[2]
+    return _indexed().library_dirs
 
 
 def _find_library_dirs() -> tuple[str, ...]:
@@ -61,27 +63,35 @@ def _find_library_dirs() -> tuple[str, ...]:
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
-@functools.lru_cache(maxsize=None)
 def _distributions() -> dict[str, list[str]]:
     """Top-level import name -> names of the installed distributions providing it: what
     ``importlib.metadata.packages_distributions()`` answers, read without its costs (it
     parses every distribution's metadata with the ``email`` package and builds a
     ``pathlib`` path per installed file: tens of milliseconds, paid by the first
-    fingerprint of every process). Distribution versions are collected on the way."""
-    return _index()[0]
+    fingerprint of every process). Distribution versions are collected on the way. Not
+    checked against the files: read a name's distributions with :func:`_providers`."""
+    return _indexed().packages
+
+
+@dataclass(frozen=True)
+class _Index:
+    packages: dict[str, list[str]]  # top-level name -> distributions
+    versions: dict[str, str]  # distribution -> version (the first on sys.path)
+    library_dirs: tuple[str, ...]
+    metadata: dict[str, list[list]]  # distribution -> [[its metadata path, _meta_state()], ...]
 
 
 _METADATA_FILES = frozenset({"METADATA", "PKG-INFO", "top_level.txt", "RECORD"})
-_INDEX_FORMAT = 2
+_META_SUFFIXES = (".dist-info", ".egg-info")
+_INDEX_FORMAT = 3
+_loaded: _Index | None = None
+_checked: set[str] = set()  # distributions whose metadata was found as remembered
 
 
-def _metadata_state() -> str:
-    """A digest of everything the index is read from: the interpreter and what places its
-    library directories (prefixes, ``platlibdir``, the home and user base the user site
-    follows), and by metadata each ``sys.path`` entry (a file by its size, time and inode)
-    and, in each directory entry, every ``*.dist-info`` / ``*.egg-info`` with the size,
-    modification time and inode of itself and of the files the index reads. Installing,
-    removing or rewriting a distribution changes it."""
+def _places() -> str:
+    """A digest of what decides where distributions and library directories are found: the
+    interpreter, its prefixes and ``platlibdir``, the home and user base the user site
+    follows, the import finders and ``sys.path`` itself (no file is read)."""
     places = (
         PYTHON_DETAIL,
         sys.executable,
@@ -96,97 +106,214 @@ def _metadata_state() -> str:
         os.environ.get("PYTHONUSERBASE"),
         os.environ.get("_PYTHON_SYSCONFIGDATA_NAME"),
         [type(finder).__qualname__ for finder in sys.meta_path],
+        [entry or os.getcwd() for entry in sys.path],
     )
-    seen: list[object] = [places]
-    for entry in sys.path:
-        path = entry or os.getcwd()
-        try:
-            st = os.stat(path)
-        except OSError:
-            seen.append((entry, None))
-            continue
-        if not os.path.isdir(path):  # a zip or egg file: by its own metadata
-            seen.append((entry, st.st_size, st.st_mtime_ns, st.st_ino))
-            continue
-        # A directory by its distributions only (its own time moves with any file written there).
-        seen.append((entry, "dir"))
-        try:
-            with os.scandir(path) as entries:
-                metas = sorted(e.path for e in entries if e.name.endswith((".dist-info", ".egg-info")))
-        except OSError:
-            continue
-        for meta in metas:
-            try:
-                st = os.stat(meta)
-                seen.append((meta, st.st_size, st.st_mtime_ns, st.st_ino))
-                with os.scandir(meta) as files:  # only the files that exist: no failing stat
-                    found = sorted((f.name, f.path) for f in files if f.name in _METADATA_FILES)
-            except OSError:
-                continue
-            for name, file in found:
-                try:
-                    st = os.stat(file)
-                except OSError:
-                    continue
-                seen.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
-    return blake3(repr(seen).encode("utf-8", "surrogatepass")).hexdigest()
+    return blake3(repr(places).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _memo_file(state: str) -> str:
-    base = settings.cache_root()
-    return os.path.join(base, "origin", f"index-{state[:32]}.json")
-
-
-@functools.lru_cache(maxsize=None)
-def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Top-level name -> distributions, and distribution -> version (:func:`_scan`)."""
-    packages, versions, _ = _indexed()
-    return packages, versions
-
-
-@functools.lru_cache(maxsize=None)
-def _indexed() -> tuple[dict[str, list[str]], dict[str, str], tuple[str, ...]]:
-    """:func:`_scan` and :func:`_find_library_dirs`, remembered on disk
-    (``$FLYDEPS_CACHE_DIR/origin``) by :func:`_metadata_state`: a new process with the same
-    interpreter and installed distributions reads one small JSON file instead of every
-    distribution's metadata. An unreadable or foreign file is ignored and rewritten; a
-    directory that cannot be written costs only the scan."""
-    state = _metadata_state()
-    path = _memo_file(state)
+def _entry_state(entry: str) -> list:
+    """A ``sys.path`` entry by metadata: a directory by its time and inode (both move when
+    an entry is added, removed or renamed in it: any install or uninstall), a file (zip,
+    egg) by its size, time and inode."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if data.get("state") == state:
-            packages = {str(k): [str(d) for d in v] for k, v in data["packages"].items()}
-            versions = {str(k): str(v) for k, v in data["versions"].items()}
-            dirs = tuple(str(d) for d in data["library_dirs"])
-            return packages, versions, dirs
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass
-    packages, versions = _scan()
-    dirs = _find_library_dirs()
+        st = os.stat(entry or os.getcwd())
+    except OSError:
+        return ["missing"]
+    if stat.S_ISDIR(st.st_mode):
+        return ["dir", st.st_mtime_ns, st.st_ino]
+    return ["file", st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _meta_names(entry: str) -> list[str]:
+    """The ``*.dist-info`` / ``*.egg-info`` names in a directory entry, sorted."""
+    try:
+        with os.scandir(entry or os.getcwd()) as entries:
+            return sorted(e.name for e in entries if e.name.endswith(_META_SUFFIXES))
+    except OSError:
+        return []
+
+
+def _meta_state(meta: str) -> list:
+    """A distribution's metadata by the size, time and inode of itself and of the files the
+    index reads in it."""
+    try:
+        st = os.stat(meta)
+        state: list = [st.st_size, st.st_mtime_ns, st.st_ino]
+        if not stat.S_ISDIR(st.st_mode):
+            return state
+        with os.scandir(meta) as files:  # only the files that exist: no failing stat
+            found = sorted((f.name, f.path) for f in files if f.name in _METADATA_FILES)
+    except OSError:
+        return ["missing"]
+    for name, file in found:
+        try:
+            fst = os.stat(file)
+        except OSError:
+            continue
+        state.append([name, fst.st_size, fst.st_mtime_ns, fst.st_ino])
+    return state
+
+
+def _path_state() -> list[list]:
+    """Each ``sys.path`` entry's state and, for a directory, its distributions' names."""
+    out = []
+    for entry in sys.path:
+        head = _entry_state(entry)
+        out.append([entry, head, _meta_names(entry) if head[0] == "dir" else []])
+    return out
+
+
+def _path_unchanged(remembered: list) -> bool:
+    """True when every ``sys.path`` entry is as remembered: the same metadata, or a
+    directory whose time moved (a file written beside) but holds the same distributions."""
+    if len(remembered) != len(sys.path):
+        return False
+    for entry, (name, head, names) in zip(sys.path, remembered):
+        if name != entry:
+            return False
+        now = _entry_state(entry)
+        if now == head:
+            continue
+        if now[0] != "dir" or head[0] != "dir" or _meta_names(entry) != names:
+            return False
+    return True
+
+
+def _memo_file(places: str) -> str:
+    base = settings.cache_root()
+    return os.path.join(base, "origin", f"index-{places[:32]}.json")
+
+
+def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Top-level name -> distributions, and distribution -> version (:func:`_scan`), as
+    remembered (not checked against the files)."""
+    index = _indexed()
+    return index.packages, index.versions
+
+
+def _indexed() -> _Index:
+    """The distribution index and the library directories, remembered on disk
+    (``$FLYDEPS_CACHE_DIR/origin``, one JSON file per :func:`_places`): a new process with
+    the same interpreter reads it back after one ``stat`` per ``sys.path`` entry (a
+    directory whose time moved is listed again: same distributions, same index). What a
+    distribution's own metadata says is checked only when it is used (:func:`_providers`,
+    :func:`_version`): a distribution rewritten since is a new scan. An unreadable or
+    foreign file is ignored and rewritten; a directory that cannot be written costs only
+    the scan."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load(*, scan: bool = False) -> _Index:
+    places = _places()
+    path = _memo_file(places)
+    if not scan:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if data.get("places") == places and _path_unchanged(data["path"]):
+                return _Index(
+                    {str(k): [str(d) for d in v] for k, v in data["packages"].items()},
+                    {str(k): str(v) for k, v in data["versions"].items()},
+                    tuple(str(d) for d in data["library_dirs"]),
+                    {str(k): [[str(m), s] for m, s in v] for k, v in data["metadata"].items()},
+                )
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+    # Metadata is stat'ed before it is read: a change while scanning is seen by the next process.
+    path_state = _path_state()
+    before = {}
+    for entry, _head, names in path_state:
+        for name in names:
+            meta = os.path.abspath(os.path.join(entry or os.getcwd(), name))
+            before[meta] = _meta_state(meta)
+    packages, versions, metas = _scan_paths()
+    metadata = {d: [[m, before[m] if m in before else _meta_state(m)] for m in paths] for d, paths in metas.items()}
+    index = _Index(packages, versions, _find_library_dirs(), metadata)
+    _checked.update(index.metadata)  # just read from the files
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"state": state, "packages": packages, "versions": versions, "library_dirs": dirs}, f)
+            json.dump(
+                {
+                    "places": places,
+                    "path": path_state,
+                    "packages": packages,
+                    "versions": versions,
+                    "library_dirs": index.library_dirs,
+                    "metadata": index.metadata,
+                },
+                f,
+            )
         os.replace(tmp, path)
     except OSError:
         pass
-    return packages, versions, dirs
+    return index
+
+
+def _forget() -> None:
+    """Drop this process's index (the next use reads the memo or scans again)."""
+    global _loaded
+    _loaded = None
+    _checked.clear()
+    external_detail.cache_clear()
+    _is_external_name.cache_clear()
+
+
+def _as_remembered(dists: list[str]) -> bool:
+    """True when each distribution's metadata is as the index remembers it (checked once
+    per process); a distribution the index has no metadata path for counts as unchanged."""
+    index = _indexed()
+    for dist in dists:
+        if dist in _checked:
+            continue
+        for meta, state in index.metadata.get(dist, ()):
+            if _meta_state(meta) != state:
+                return False
+        _checked.add(dist)
+    return True
+
+
+def _rescan() -> None:
+    """A remembered distribution's metadata changed: scan again and remember the result."""
+    global _loaded
+    _loaded = _load(scan=True)
+
+
+def _providers(top_level: str) -> list[str] | None:
+    """The distributions providing ``top_level``, their metadata checked (see :func:`_indexed`)."""
+    dists = _indexed().packages.get(top_level)
+    if dists and not _as_remembered(dists):
+        _rescan()
+        dists = _indexed().packages.get(top_level)
+    return dists
 
 
 def _scan() -> tuple[dict[str, list[str]], dict[str, str]]:
+    packages, versions, _ = _scan_paths()
+    return packages, versions
+
+
+def _scan_paths() -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]]]:
+    """Every installed distribution's top-level names and version, and the metadata paths
+    each was read from."""
     packages: dict[str, list[str]] = {}
     versions: dict[str, str] = {}
+    metas: dict[str, list[str]] = {}
     for dist in importlib.metadata.distributions():
         name, version = _name_and_version(dist)
         if not name:
             continue
         versions.setdefault(name, version)  # the first on sys.path, as importlib.metadata.version()
+        meta = getattr(dist, "_path", None)
+        if meta is not None:
+            metas.setdefault(name, []).append(os.path.abspath(str(meta)))
         for top in (dist.read_text("top_level.txt") or "").split() or _top_level_inferred(dist):
             packages.setdefault(top, []).append(name)
-    return packages, versions
+    return packages, versions, metas
 
 
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
@@ -232,8 +359,11 @@ def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
 
 
 def _version(dist: str) -> str:
-    """``importlib.metadata.version(dist)``, from the index when it has it."""
-    found = _index()[1].get(dist)
+    """``importlib.metadata.version(dist)``, from the index when it has it (its metadata
+    checked, see :func:`_indexed`)."""
+    if not _as_remembered([dist]):
+        _rescan()
+    found = _indexed().versions.get(dist)
     return found if found else importlib.metadata.version(dist)
 
 
@@ -243,7 +373,7 @@ def external_detail(top_level: str) -> str:
     the bare name when neither is known."""
     if top_level in _stdlib_names() or top_level == "builtins":
         return PYTHON_DETAIL
-    dists = _distributions().get(top_level)
+    dists = _providers(top_level)
     if dists:
         parts = []
         for dist in sorted(set(dists)):
@@ -272,7 +402,7 @@ def _is_external_name(name: str, file: str | None) -> bool:
     if file is None:
         # Built-in, frozen or namespace modules are library code; ``__main__`` and modules
         # created at run time (exec'd, REPL) have no file and are the user's.
-        return top not in ("__main__", "__mp_main__") and name in sys.modules and top in _distributions()
+        return top not in ("__main__", "__mp_main__") and name in sys.modules and bool(_providers(top))
     return _real_path(file).startswith(_library_dirs())
 
 

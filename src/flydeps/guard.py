@@ -5,7 +5,7 @@ the expected objects (so identities cannot be recycled) and answers with identit
 only: no digest, no snapshot, no user code. ``check()`` is what runs on every warm call:
 
 * namespace entries (module globals, class attributes along an owner's MRO): one
-  C-level ``itemgetter`` per namespace compared to the expected tuple, identity first;
+  C-level ``itemgetter`` per namespace, its items compared by identity;
   on CPython >= 3.12 with dict watchers, one ``version()`` comparison replaces them all;
 * function ``__code__``/``__defaults__``/``__kwdefaults__``: a process-wide generation
   bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
@@ -28,7 +28,6 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import is_, itemgetter
-from types import FunctionType, MethodType, ModuleType
 
 from . import _audit, _watch
 from ._bindings import MISSING, Binding, BindingKind, is_code
@@ -37,18 +36,6 @@ from ._values import MutableWatch, describe
 from .discover import Discovery
 
 __all__ = ["Change", "ChangeKind", "Guard"]
-
-# Values whose == is identity or a C-level comparison that never runs user code.
-# Numbers are left out: 1 == True == 1.0 would hide a rebinding that changes the value's type.
-_SAFE_EQ = (FunctionType, MethodType, ModuleType, type(len), str, bytes)
-
-
-def _safe_eq(value: object) -> bool:
-    """``type(value)`` is exactly one of ``_SAFE_EQ`` (compared by identity: ``isinstance``
-    would ask a hostile ``__class__``, and a subclass may override ``__eq__``)."""
-    t = type(value)
-    return any(t is safe for safe in _SAFE_EQ)
-
 
 class ChangeKind(str, enum.Enum):
     CODE = "code"  # a function's code, defaults or a name bound to code changed
@@ -93,8 +80,9 @@ class Guard:
         # with what discovery saw, so a change between discovery and the watchers'
         # registration cannot slip through.
         self._state = [-1, -1]
-        self.check = _compile_check(self._bindings, self._mutables, self._state)
-        self._fast = _fast_parts(self._bindings, self._mutables)
+        plan = _tag_plan([b for b in self._bindings if b.kind is BindingKind.DICT], self._mutables)
+        self.check = _compile_check(self._bindings, self._mutables, self._state, plan)
+        self._fast = _fast_parts(self._bindings, plan)
 
     def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
         """``(cells, expected, fast, nsdicts)`` for a C caller that skips :meth:`check`
@@ -128,15 +116,20 @@ class Guard:
         return f"<Guard {len(self._bindings)} bindings, {len(self._mutables)} mutable values>"
 
 
+_TagPlan = tuple[tuple[dict, ...] | None, tuple[MutableWatch, ...], tuple[MutableWatch, ...]]
+
+
 def _compile_check(
-    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]], state: list[int]
+    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]], state: list[int], plan: _TagPlan
 ) -> Callable[[], bool]:
-    """Generate the hot-path check for these bindings (see :class:`Guard`)."""
+    """Generate the hot-path check for these bindings (see :class:`Guard`); ``plan`` is
+    :func:`_tag_plan` of their namespace bindings and ``mutables``."""
     namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
     funcs = [b for b in bindings if b.kind is BindingKind.ATTR]
     cells = [b for b in bindings if b.kind is BindingKind.CELL]
-    tagged, covered, rest = _tag_plan(namespaced, mutables)
+    tagged, covered, rest = plan
     env: dict[str, object] = {
+        "is_": is_,
         "version": _watch.version,
         "gen": _audit._GEN,
         "settled_stores": _audit.settled,
@@ -194,13 +187,13 @@ def _compile_check(
 
 
 def _fast_parts(
-    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]
+    bindings: Sequence[Binding], plan: _TagPlan
 ) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
     """See :meth:`Guard.fast_parts`; call after :func:`_compile_check` (which watches)."""
     cells = [b for b in bindings if b.kind is BindingKind.CELL]
     namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
     funcs = any(b.kind is BindingKind.ATTR for b in bindings)
-    tagged, _covered, rest = _tag_plan(namespaced, mutables)
+    tagged, _covered, rest = plan
     fast = (
         not rest
         and (not namespaced or (_watch.AVAILABLE and _watch.BACKEND == "ext") or tagged is not None)
@@ -209,9 +202,7 @@ def _fast_parts(
     return tuple(b.container for b in cells), tuple(b.expected for b in cells), fast, tagged
 
 
-def _tag_plan(
-    namespaced: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]
-) -> tuple[tuple[dict, ...] | None, tuple[MutableWatch, ...], tuple[MutableWatch, ...]]:
+def _tag_plan(namespaced: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]]) -> _TagPlan:
     """``(nsdicts, covered, rest)``: where PEP 509 tags are read (CPython 3.10/3.11 with
     ``flydeps._dictver``), ``nsdicts`` are the distinct namespace dicts plus the plain dicts
     watched for in-place mutation (``covered``: their items are re-read only when the largest
@@ -231,16 +222,19 @@ def _tag_plan(
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:
-    """Unrolled namespace checks: one ``itemgetter`` per namespace with many names bound
-    to safely comparable values, single subscripts (``ns[key] is expected``) otherwise."""
+    """Unrolled namespace checks, all by identity (no ``__eq__`` runs, and ``1 == True == 1.0``
+    cannot hide a rebinding): one ``itemgetter`` per namespace with many names bound
+    (``all(map(is_, ...))`` over its items), single subscripts (``ns[key] is expected``)
+    otherwise. A name rebound to an equal object fails the check: the consumer
+    re-fingerprints, finds the same digest and re-baselines."""
     lines: list[str] = []
-    groups = [g for g in _group_namespaces(bindings) if _group_size(g) >= 4]
+    groups = [g for g in _group_namespaces(bindings) if len(g[2]) >= 4]
     grouped = {id(g[1]) for g in groups}
     for n, (getter, namespace, expected) in enumerate(groups):
         env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
-        lines += [f"        if ig{n}(gns{n}) != gex{n}:", "            return False"]
+        lines += [f"        if not all(map(is_, ig{n}(gns{n}), gex{n})):", "            return False"]
     for n, b in enumerate(bindings):
-        if id(b.container) in grouped and b.expected is not MISSING and _safe_eq(b.expected):
+        if id(b.container) in grouped and b.expected is not MISSING:
             continue
         env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
         if b.expected is MISSING:
@@ -248,10 +242,6 @@ def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> lis
         else:
             lines += [f"        if ns{n}[k{n}] is not x{n}:", "            return False"]
     return lines
-
-
-def _group_size(group: tuple[itemgetter, dict, object]) -> int:
-    return len(group[2]) if type(group[2]) is tuple else 1
 
 
 def _function_check(bindings: Sequence[Binding]) -> Callable[[], bool]:
@@ -272,18 +262,16 @@ def _dedupe(bindings: Sequence[Binding]) -> tuple[Binding, ...]:
     return tuple(seen.values())
 
 
-def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[itemgetter, dict, object], ...]:
-    """One ``itemgetter`` per namespace over its names bound to safely comparable values."""
+def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[itemgetter, dict, tuple], ...]:
+    """One ``itemgetter`` per namespace over its bound names, with the expected objects."""
     by_dict: dict[int, tuple[dict, list[Binding]]] = {}
     for b in bindings:
-        if b.expected is not MISSING and _safe_eq(b.expected):
+        if b.expected is not MISSING:
             by_dict.setdefault(id(b.container), (b.container, []))[1].append(b)  # type: ignore[arg-type]
-    groups = []
-    for namespace, items in by_dict.values():
-        keys = [b.key for b in items]
-        expected = tuple(b.expected for b in items)
-        groups.append((itemgetter(*keys), namespace, expected if len(keys) > 1 else expected[0]))
-    return tuple(groups)
+    return tuple(
+        (itemgetter(*[b.key for b in items]), namespace, tuple(b.expected for b in items))
+        for namespace, items in by_dict.values()
+    )
 
 
 def _watch_all(namespaced: Sequence[Binding]) -> bool:

@@ -87,8 +87,7 @@ def test_index_is_what_a_fresh_process_reads(top: str) -> None:
 
 
 def _clear() -> None:
-    for memo in (_origin._indexed, _origin._index, _origin._distributions, _origin._library_dirs):
-        memo.cache_clear()
+    _origin._forget()
 
 
 def _fresh_index() -> tuple[dict, dict]:
@@ -114,9 +113,29 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
         installed = _fresh_index()
         assert installed[0]["memo_probe"] == ["memo-probe"] and installed[1]["memo-probe"] == "1.0"
         assert installed == _fresh_index()  # read back from the memo
+        assert _origin.external_detail("memo_probe") == "memo-probe==1.0"
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memo-probe\nVersion: 1.10\n")  # in place
+        _clear()
+        assert _origin._index()[1]["memo-probe"] == "1.0"  # the memo: the site directory did not change
+        assert _origin._version("memo-probe") == "1.10"  # used: its metadata is checked, then scanned again
+        assert _origin._index()[1]["memo-probe"] == "1.10"  # and the memo rewritten
         assert _fresh_index()[1]["memo-probe"] == "1.10"
-        memo = Path(_origin._memo_file(_origin._metadata_state()))
+        (info / "top_level.txt").write_text("memo_probe\nmemo_probe_extra\n")  # in place again
+        _clear()
+        assert _origin.external_detail("memo_probe") == "memo-probe==1.10"
+        assert _origin._providers("memo_probe_extra") == ["memo-probe"]
+        (site_dir / "unrelated.py").write_text("")  # the directory's time moves, its distributions do not
+        scans: list[int] = []
+        real_scan = _origin._scan_paths
+
+        def counted_scan() -> tuple[dict, dict, dict]:
+            scans.append(1)
+            return real_scan()
+
+        monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
+        assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []  # no scan
+        monkeypatch.setattr(_origin, "_scan_paths", real_scan)
+        memo = Path(_origin._memo_file(_origin._places()))
         for junk in ("{not json", '{"state": "someone else", "packages": {}, "versions": {}}', "[]"):
             memo.write_text(junk)
             assert _fresh_index() == _origin._scan()
@@ -139,20 +158,20 @@ def test_library_dirs_are_remembered_with_what_places_them(tmp_path: Path, monke
         assert computed == _origin._find_library_dirs()
         _clear()
         assert _origin._library_dirs() == computed  # read back
-        state = _origin._metadata_state()
+        state = _origin._places()
         userbase = os.environ.get("PYTHONUSERBASE")
         monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "userbase"))
-        assert _origin._metadata_state() != state
+        assert _origin._places() != state
         if userbase is None:
             monkeypatch.delenv("PYTHONUSERBASE")
         else:
             monkeypatch.setenv("PYTHONUSERBASE", userbase)
-        assert _origin._metadata_state() == state
+        assert _origin._places() == state
         exec_prefix = sys.exec_prefix
         monkeypatch.setattr(sys, "exec_prefix", str(tmp_path / "elsewhere"))
-        assert _origin._metadata_state() != state
+        assert _origin._places() != state
         monkeypatch.setattr(sys, "exec_prefix", exec_prefix)
-        assert _origin._metadata_state() == state
+        assert _origin._places() == state
         memo = Path(_origin._memo_file(state))
         memo.write_text(memo.read_text().replace('"library_dirs"', '"library_dirz"'))  # a foreign file
         _clear()
