@@ -41,6 +41,7 @@ started. Nothing here raises into a launcher call.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -447,18 +448,11 @@ def record(
 # --- FlyDSL's disk key without re-hashing its toolchain --------------------------------
 
 
-def _toolchain_files() -> str | None:
-    """A digest of what FlyDSL's toolchain key reads, by file metadata, or None where the key
-    reads more (extra source directories, an external LLVM, another backend): then the key
-    is always computed by FlyDSL.
-
-    The ``flydsl`` package counts by its installation when it is a wheel install (its
-    ``.dist-info`` beside the package directory, not editable): the version, and the inode
-    and time of the ``.dist-info`` directory and of its ``RECORD`` (any install or reinstall
-    writes new ones) - the way flydeps counts every installed library by its version. Any
-    other ``flydsl`` (editable, a source tree on ``sys.path``) counts by the size, time and
-    inode of every file under the package. The ROCm device bitcode always counts file by
-    file."""
+def _toolchain_place() -> tuple[str, str, str] | None:
+    """``(flydsl package directory, FlyDSL version, ROCm device bitcode directory)``: where
+    FlyDSL's toolchain key reads its files, or None where it reads more (extra source
+    directories, an external LLVM, another backend): then the key is always computed by
+    FlyDSL."""
     import flydsl
     from flydsl.compiler import jit_function as fjf
     from flydsl.compiler.backends import get_backend
@@ -469,15 +463,37 @@ def _toolchain_files() -> str | None:
         return None
     from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
 
-    package = Path(flydsl.__file__).resolve().parent
-    version = str(getattr(flydsl, "__version__", "?"))
+    bitcode = os.path.join(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")
+    return _package_dir(flydsl.__file__), str(getattr(flydsl, "__version__", "?")), bitcode
+
+
+@functools.lru_cache(maxsize=4)
+def _package_dir(init_file: str) -> str:
+    return str(Path(init_file).resolve().parent)
+
+
+def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
+    """A digest of what FlyDSL's toolchain key reads (at :func:`_toolchain_place`), by file
+    metadata, or None where the key reads more.
+
+    The ``flydsl`` package counts by its installation when it is a wheel install (its
+    ``.dist-info`` beside the package directory, not editable): the version, and the inode
+    and time of the ``.dist-info`` directory and of its ``RECORD`` (any install or reinstall
+    writes new ones) - the way flydeps counts every installed library by its version. Any
+    other ``flydsl`` (editable, a source tree on ``sys.path``) counts by the size, time and
+    inode of every file under the package. The ROCm device bitcode always counts file by
+    file."""
+    place = place if place is not None else _toolchain_place()
+    if place is None:
+        return None
+    package, version, bitcode = place
     h = blake3(f"flydsl {version}\0".encode())
-    installed = _wheel_install(package, version)
+    installed = _wheel_install(Path(package), version)
     if installed is not None:
         h.update(installed.encode("utf-8", "surrogatepass"))
-        roots = [Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
+        roots = [bitcode]
     else:
-        roots = [package, Path(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")]
+        roots = [package, bitcode]
     for root in roots:
         h.update(f"root {root}\0".encode("utf-8", "surrogatepass"))
         for directory, dirs, files in os.walk(root, followlinks=True):
@@ -515,7 +531,9 @@ def _wheel_install(package: Path, version: str) -> str | None:
     )
 
 
-_toolchain_memo: dict[str, str] = {}  # files digest -> FlyDSL's toolchain key, for this process
+# (package, version, bitcode directory) -> FlyDSL's toolchain key: read once per process and
+# place, as FlyDSL reads its own (its key and the bitcode hash are memoized per process).
+_toolchain_memo: dict[tuple[str, str, str], str] = {}
 
 
 def _compute_toolchain_key() -> str:
@@ -529,13 +547,17 @@ def toolchain_key() -> str:
     """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index by
     the digest of its files' metadata (:func:`_toolchain_files`): a new process with an
     unchanged toolchain reads it back instead of hashing every source, native library and
-    device bitcode file."""
-    files = _toolchain_files()
-    if files is None:
+    device bitcode file. Within a process it is read once per toolchain place, as FlyDSL
+    reads its own."""
+    place = _toolchain_place()
+    if place is None:
         return _compute_toolchain_key()
-    known = _toolchain_memo.get(files)
+    known = _toolchain_memo.get(place)
     if known is not None:
         return known
+    files = _toolchain_files(place)
+    if files is None:  # pragma: no cover - a place always has files
+        return _compute_toolchain_key()
     path = index_path()
     try:
         found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
@@ -547,7 +569,7 @@ def toolchain_key() -> str:
             _connect(path).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
         except (sqlite3.Error, OSError):
             pass
-    _toolchain_memo[files] = key
+    _toolchain_memo[place] = key
     return key
 
 

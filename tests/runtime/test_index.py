@@ -243,6 +243,14 @@ def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path,
         ((files, key),) = conn.execute("SELECT files, flydsl_key FROM toolchains").fetchall()
     assert key == flydsl_key and files == index._toolchain_files()
     assert fjf._flydsl_key() == flydsl_key  # a traced miss's disk key: FlyDSL's, from the memo
+    with monkeypatch.context() as m:  # read once per process and place, as FlyDSL reads its own
+        m.setattr(index, "_toolchain_files", lambda place=None: pytest.fail("read again"))
+        assert index.toolchain_key() == flydsl_key
+        place = index._toolchain_place()
+        assert place is not None
+        m.setattr(index, "_toolchain_place", lambda: (place[0], place[1], str(tmp_path / "other-rocm")))
+        with pytest.raises(pytest.fail.Exception, match="read again"):
+            index.toolchain_key()  # another ROCm: another place, read
     monkeypatch.setattr(index, "_toolchain_memo", {})
     monkeypatch.setenv("FLYDEPS_INDEX", "0")  # no index: FlyDSL computes its own key
     with monkeypatch.context() as m:
