@@ -4,8 +4,9 @@ Contract: built from a :class:`~flydeps.discover.Discovery`; holds strong refere
 the expected objects (so identities cannot be recycled) and answers with identity checks
 only: no digest, no snapshot, no user code. ``check()`` is what runs on every warm call:
 
-* namespace entries (module globals, class attributes along an owner's MRO): one
-  C-level ``itemgetter`` per namespace, its items compared by identity;
+* namespace entries (module globals, class attributes along an owner's MRO): C-level
+  ``itemgetter`` groups per namespace (values whose ``==`` cannot run user code compared to
+  the expected tuple, identity first; every other value by identity);
   on CPython >= 3.12 with dict watchers, one ``version()`` comparison replaces them all;
 * function ``__code__``/``__defaults__``/``__kwdefaults__``: a process-wide generation
   bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
@@ -28,6 +29,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import is_, itemgetter
+from types import FunctionType, MethodType, ModuleType
 
 from . import _audit, _watch
 from ._bindings import MISSING, Binding, BindingKind, is_code
@@ -36,6 +38,19 @@ from ._values import MutableWatch, describe
 from .discover import Discovery
 
 __all__ = ["Change", "ChangeKind", "Guard"]
+
+# Values whose == is identity or a C-level comparison that never runs user code: grouped
+# with ``!=`` (identity first), so a name rebound to an equal string passes. Numbers are left
+# out (1 == True == 1.0 would hide a rebinding that changes the value's type): by identity.
+_SAFE_EQ = (FunctionType, MethodType, ModuleType, type(len), str, bytes)
+
+
+def _safe_eq(value: object) -> bool:
+    """``type(value)`` is exactly one of ``_SAFE_EQ`` (compared by identity: ``isinstance``
+    would ask a hostile ``__class__``, and a subclass may override ``__eq__``)."""
+    t = type(value)
+    return any(t is safe for safe in _SAFE_EQ)
+
 
 class ChangeKind(str, enum.Enum):
     CODE = "code"  # a function's code, defaults or a name bound to code changed
@@ -222,19 +237,20 @@ def _tag_plan(namespaced: Sequence[Binding], mutables: Sequence[tuple[str, Mutab
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:
-    """Unrolled namespace checks, all by identity (no ``__eq__`` runs, and ``1 == True == 1.0``
-    cannot hide a rebinding): one ``itemgetter`` per namespace with many names bound
-    (``all(map(is_, ...))`` over its items), single subscripts (``ns[key] is expected``)
-    otherwise. A name rebound to an equal object fails the check: the consumer
-    re-fingerprints, finds the same digest and re-baselines."""
+    """Unrolled namespace checks: per namespace, one ``itemgetter`` over its names bound to
+    safely comparable values (``!=`` against the expected tuple: identity first, then a
+    ``==`` that runs no user code) and one over the rest (``all(map(is_, ...))``: identity
+    only, so ``1 == True == 1.0`` cannot hide a rebinding), each when it has >= 4 names;
+    single subscripts (``ns[key] is expected``) otherwise."""
     lines: list[str] = []
-    groups = [g for g in _group_namespaces(bindings) if len(g[2]) >= 4]
-    grouped = {id(g[1]) for g in groups}
-    for n, (getter, namespace, expected) in enumerate(groups):
+    groups = [g for g in _group_namespaces(bindings) if len(g[3]) >= 4]
+    grouped = {(id(g[2]), g[0]) for g in groups}
+    for n, (safe, getter, namespace, expected) in enumerate(groups):
         env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
-        lines += [f"        if not all(map(is_, ig{n}(gns{n}), gex{n})):", "            return False"]
+        test = f"ig{n}(gns{n}) != gex{n}" if safe else f"not all(map(is_, ig{n}(gns{n}), gex{n}))"
+        lines += [f"        if {test}:", "            return False"]
     for n, b in enumerate(bindings):
-        if id(b.container) in grouped and b.expected is not MISSING:
+        if b.expected is not MISSING and (id(b.container), _safe_eq(b.expected)) in grouped:
             continue
         env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
         if b.expected is MISSING:
@@ -262,15 +278,17 @@ def _dedupe(bindings: Sequence[Binding]) -> tuple[Binding, ...]:
     return tuple(seen.values())
 
 
-def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[itemgetter, dict, tuple], ...]:
-    """One ``itemgetter`` per namespace over its bound names, with the expected objects."""
-    by_dict: dict[int, tuple[dict, list[Binding]]] = {}
+def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[bool, itemgetter, dict, tuple], ...]:
+    """Per namespace, ``(safe, itemgetter, namespace, expected objects)`` over its names bound
+    to safely comparable values (``safe``) and over the others."""
+    by_dict: dict[tuple[int, bool], tuple[dict, list[Binding]]] = {}
     for b in bindings:
         if b.expected is not MISSING:
-            by_dict.setdefault(id(b.container), (b.container, []))[1].append(b)  # type: ignore[arg-type]
+            key = (id(b.container), _safe_eq(b.expected))
+            by_dict.setdefault(key, (b.container, []))[1].append(b)  # type: ignore[arg-type]
     return tuple(
-        (itemgetter(*[b.key for b in items]), namespace, tuple(b.expected for b in items))
-        for namespace, items in by_dict.values()
+        (safe, itemgetter(*[b.key for b in items]), namespace, tuple(b.expected for b in items))
+        for (_, safe), (namespace, items) in by_dict.items()
     )
 
 

@@ -143,3 +143,43 @@ def test_annotated_functions_add_no_per_call_checks(pkg) -> None:
     a = pkg.load("a")
     guard = flydeps.fingerprint(a.kernel).guard()
     assert repr(guard).endswith("0 mutable values>")
+
+
+GROUPED = """
+NAME_A = "alpha"
+NAME_B = "beta"
+NAME_C = "gamma"
+NAME_D = "delta"
+N_A = 1
+N_B = 10 ** 20
+N_C = 2.5
+N_D = 7
+def reader():
+    return (NAME_A, NAME_B, NAME_C, NAME_D, N_A, N_B, N_C, N_D)
+"""
+
+
+def test_grouped_namespace_checks_compare_safely(pkg) -> None:
+    """A namespace's names are checked in groups: strings (whose ``==`` runs no user code)
+    rebound to an equal copy still hold; numbers are compared by identity, so an equal
+    but distinct int, ``True`` for ``1`` or ``1.0`` for ``1`` are each a change."""
+    pkg.write("grouped", GROUPED)
+    mod = pkg.load("grouped")
+    fp, guard = guard_of(mod.reader)
+    assert guard.check()
+    mod.NAME_B = "".join(["be", "ta"])  # equal, another object
+    assert guard.check()
+    mod.NAME_B = "BETA"
+    assert not guard.check()
+    mod.NAME_B = "beta"
+    assert guard.check()
+    for name, value in (("N_A", True), ("N_A", 1.0), ("N_B", int("1" + "0" * 20)), ("N_C", 5 / 2)):
+        old = getattr(mod, name)
+        assert value == old
+        setattr(mod, name, value)
+        try:
+            assert not guard.check(), (name, value)
+        finally:
+            setattr(mod, name, old)
+        assert guard.check()
+    assert fp.refresh().digest == fp.digest  # nothing changed in the end
