@@ -4,10 +4,10 @@ Contract: classifies module names and module objects; reads ``sys.modules`` entr
 ``__file__``, ``sysconfig`` paths and installed distribution metadata (the index of
 distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``: a new process checks one
 ``stat`` per ``sys.path`` entry, and the metadata files' sizes, times and inodes of each
-distribution it uses, when it first uses it). Never imports a package to classify it. A kernel library
-installed into site-packages (not editable) is a leaf unless its top-level package is
-named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its code is
-walked like the user's own. The detail string of a leaf (``torch==2.13.0``,
+distribution it uses, when it first uses it). Never imports a package to classify it. A
+kernel library installed into site-packages (not editable) is a leaf unless its top-level
+package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its
+code is walked like the user's own. The detail string of a leaf (``torch==2.13.0``,
 ``python==3.11.7``) is what its digest stands for, so an upgrade of a dependency changes
 every fingerprint that reaches it, and nothing else about the machine does.
 """

@@ -243,14 +243,16 @@ def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> lis
     only, so ``1 == True == 1.0`` cannot hide a rebinding), each when it has >= 4 names;
     single subscripts (``ns[key] is expected``) otherwise."""
     lines: list[str] = []
-    groups = [g for g in _group_namespaces(bindings) if len(g[3]) >= 4]
-    grouped = {(id(g[2]), g[0]) for g in groups}
-    for n, (safe, getter, namespace, expected) in enumerate(groups):
+    covered: set[int] = set()  # ids of the bindings a group checks
+    groups = [g for g in _group_namespaces(bindings) if len(g[2]) >= 4]
+    for n, (safe, namespace, items) in enumerate(groups):
+        covered.update(id(b) for b in items)
+        getter, expected = itemgetter(*[b.key for b in items]), tuple(b.expected for b in items)
         env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
         test = f"ig{n}(gns{n}) != gex{n}" if safe else f"not all(map(is_, ig{n}(gns{n}), gex{n}))"
         lines += [f"        if {test}:", "            return False"]
     for n, b in enumerate(bindings):
-        if b.expected is not MISSING and (id(b.container), _safe_eq(b.expected)) in grouped:
+        if id(b) in covered:
             continue
         env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
         if b.expected is MISSING:
@@ -278,18 +280,15 @@ def _dedupe(bindings: Sequence[Binding]) -> tuple[Binding, ...]:
     return tuple(seen.values())
 
 
-def _group_namespaces(bindings: Sequence[Binding]) -> tuple[tuple[bool, itemgetter, dict, tuple], ...]:
-    """Per namespace, ``(safe, itemgetter, namespace, expected objects)`` over its names bound
-    to safely comparable values (``safe``) and over the others."""
-    by_dict: dict[tuple[int, bool], tuple[dict, list[Binding]]] = {}
+def _group_namespaces(bindings: Sequence[Binding]) -> list[tuple[bool, dict, list[Binding]]]:
+    """Per namespace, ``(safe, namespace, bindings)``: its names bound to safely comparable
+    values (``safe``), and the others."""
+    by_dict: dict[tuple[int, bool], tuple[bool, dict, list[Binding]]] = {}
     for b in bindings:
         if b.expected is not MISSING:
-            key = (id(b.container), _safe_eq(b.expected))
-            by_dict.setdefault(key, (b.container, []))[1].append(b)  # type: ignore[arg-type]
-    return tuple(
-        (safe, itemgetter(*[b.key for b in items]), namespace, tuple(b.expected for b in items))
-        for (_, safe), (namespace, items) in by_dict.items()
-    )
+            safe = _safe_eq(b.expected)
+            by_dict.setdefault((id(b.container), safe), (safe, b.container, []))[2].append(b)  # type: ignore[arg-type]
+    return list(by_dict.values())
 
 
 def _watch_all(namespaced: Sequence[Binding]) -> bool:
