@@ -95,6 +95,7 @@ class Snapshot:
     summary: str
     oversized: bool
     mutables: tuple[MutableWatch, ...]
+    identified: bool = False  # an object's identity is in the digest: it holds in this process only
 
 
 class _Walker:
@@ -104,6 +105,7 @@ class _Walker:
         self.budget = limit if limit is not None else -1
         self.bounded = limit is not None
         self.identity = identity
+        self.identified = False  # an identity token was written
         self.oversized = False
         self.mutables: list[MutableWatch] = []
         self.stack: set[int] = set()
@@ -159,8 +161,13 @@ class _Walker:
         return items, size
 
     def _identity(self, value: Any, name: bytes, size: int) -> bytes:
-        token = b" #%x" % id(value) if self.identity and not self.reduced else b""
-        return b"<" + name + b" len=%d" % size + token + b">"
+        return b"<" + name + b" len=%d" % size + self._identity_token(value) + b">"
+
+    def _identity_token(self, value: Any) -> bytes:
+        if not self.identity or self.reduced:
+            return b""
+        self.identified = True
+        return b" #%x" % id(value)
 
     def sequence(self, value: Any, read: Callable[[Any], Any], name: bytes, watch: bool, depth: int) -> bytes:
         items, size = self._sized(value, read, watch)
@@ -220,7 +227,7 @@ class _Walker:
         if instance_dict(value) is not None or _slot_values(value):
             return head + self._state(value, depth)
         # Nothing readable: only the object's identity tells two of them apart.
-        return head + (b"<opaque #%x>" % id(value) if self.identity and not self.reduced else b"<opaque>")
+        return head + b"<opaque" + self._identity_token(value) + b">"
 
 
 def _encode_atom(value: Any, t: type) -> bytes:
@@ -449,7 +456,7 @@ def _snapshot(value: object, limit: int | None, identity: bool) -> Snapshot:
         walker.oversized = True
         encoded = b"<deep " + type_name(type(value)).encode() + b">"
     digest = blake3(b"flydeps-value-v1\0" + encoded).digest().hex()
-    return Snapshot(digest, describe(value), walker.oversized, tuple(walker.mutables))
+    return Snapshot(digest, describe(value), walker.oversized, tuple(walker.mutables), walker.identified)
 
 
 def value_digest(value: object) -> str:

@@ -54,7 +54,7 @@ from ._objects import (
 )
 from ._resolve import NameResolver
 from ._resolve import parts_digest as _digest
-from ._values import SNAPSHOT_LIMIT, MutableWatch, describe, sequence_items, snapshot
+from ._values import SNAPSHOT_LIMIT, MutableWatch, Snapshot, describe, sequence_items, snapshot
 from .errors import DiscoveryError
 from .graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 
@@ -122,6 +122,9 @@ class Discovery:
     graph: DepGraph
     bindings: tuple[Binding, ...]
     mutables: tuple[tuple[str, MutableWatch], ...]  # (node id, watch)
+    # Nodes whose digest includes an object's identity (a value too large to snapshot, an
+    # object with no readable state): the digest holds in this process only.
+    identified: tuple[str, ...] = ()
 
 
 def discover(obj: object, *, owner: type | None = None) -> DepGraph:
@@ -149,7 +152,7 @@ def _walk(roots: Sequence[tuple[object, type | None, str]], positions: bool) -> 
     walker = _Walker(positions)
     ids = tuple(dict.fromkeys(walker.visit(obj, owner, hint) for obj, owner, hint in roots))
     walker.run()
-    return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables))
+    return Discovery(walker.graph(ids), tuple(walker.bindings), tuple(walker.mutables), tuple(walker.identified))
 
 
 @contextlib.contextmanager
@@ -179,6 +182,7 @@ class _Walker(NameResolver):
         self.positions = positions  # digest source locations too (debug info in the product)
         self.bindings: list[Binding] = []
         self.mutables: list[tuple[str, MutableWatch]] = []
+        self.identified: list[str] = []  # nodes digested with an object identity (Discovery.identified)
         self.memo: dict[tuple[int, ...] | tuple[int, int, str], str] = {}
         self.keep: list[object] = []  # memo keys are id()s: keep their objects alive
         self.work: deque[Callable[[], None]] = deque()
@@ -382,7 +386,7 @@ class _Walker(NameResolver):
         annotations = fn.__annotations__
         if annotations if type(annotations) is dict else is_a(annotations, dict) and dict.__len__(annotations):
             hint = f"{nid}#annotations"
-            self.add(hint, NodeKind.GLOBAL, snapshot(annotations).digest, detail="<annotations>")
+            self.add(hint, NodeKind.GLOBAL, self.snapshot(annotations, hint).digest, detail="<annotations>")
             self.edge(nid, hint, EdgeKind.ANNOTATION, "__annotations__")
         # A rewrite (FlyDSL's AST transform) is walked for what it references, its nested
         # functions inline: their names are generated (``__then_3``: a per-process counter)
@@ -481,7 +485,7 @@ class _Walker(NameResolver):
         # One copy serves the digest and the bindings (another thread may set attributes).
         items = [(k, v) for k, v in dict_items(namespace) if type(k) is str and k not in _CLASS_NOISE]
         data = {k: v for k, v in items if not (is_member_code(v) or self.unwrapper(v) is not None)}
-        digest = _digest("class", qualname, snapshot(data).digest)
+        digest = _digest("class", qualname, self.snapshot(data, nid).digest)
         if self.add(nid, NodeKind.CLASS, digest):
             self.work.append(lambda: self._expand_class(cls, nid, namespace, items))
         return nid
@@ -513,7 +517,7 @@ class _Walker(NameResolver):
         if owner is not None:  # a wrapper reached through self.x: what it wraps resolves on owner
             hint = f"{hint}@{node_id(module_of(owner), type_qualname(owner))}"
         if stateful:
-            snap = snapshot(obj)
+            snap = self.snapshot(obj, hint)
             digest, detail = snap.digest, snap.summary
         else:
             snap = None
@@ -529,7 +533,7 @@ class _Walker(NameResolver):
             self.edge(hint, self.visit(type(obj), None, hint), EdgeKind.CALLS, "type")
             if settings:  # its own node: a wrapper's id may be shared with the function it wraps
                 shown = ", ".join(f"{label[1:].lstrip('.')}={describe(value)}" for label, value in settings)
-                self.add(f"{hint}#settings", NodeKind.OBJECT, snapshot(settings).digest, detail=shown)
+                self.add(f"{hint}#settings", NodeKind.OBJECT, self.snapshot(settings, hint).digest, detail=shown)
                 self.edge(hint, f"{hint}#settings", EdgeKind.ATTRIBUTE, "settings")
                 self._bind_settings(obj, settings, f"{hint}#settings")
             for label, value in parts:
@@ -564,13 +568,20 @@ class _Walker(NameResolver):
                     return self.external(f"{c_module(value)}.{name}")
             elif callable(value) or members:
                 return self._visit_object(value, hint, members, stateful=True)
-        snap = snapshot(value)
+        snap = self.snapshot(value, hint)
         if not self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
             return hint
         self._watch(hint, snap)
         if t in _CONTAINERS:
             self.work.append(lambda: self._expand_container(value, hint))
         return hint
+
+    def snapshot(self, value: object, nid: str) -> Snapshot:
+        """:func:`flydeps._values.snapshot` of a value ``nid`` digests, noting an identity in it."""
+        snap = snapshot(value)
+        if snap.identified:
+            self.identified.append(nid)
+        return snap
 
     def _watch(self, nid: str, snap: object) -> None:
         if snap.oversized:  # type: ignore[attr-defined]

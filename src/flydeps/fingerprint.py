@@ -192,6 +192,13 @@ class Fingerprint:
     _roots: tuple[tuple[object, type | None, str], ...] = field(default=(), repr=False, compare=False)
     positions: bool = field(default=False, repr=False, compare=False)  # source locations digested
 
+    @property
+    def identified(self) -> tuple[str, ...]:
+        """Nodes whose digest includes an object's identity (a value over the snapshot limit,
+        an object with no readable state): then ``digest`` holds in this process only, and
+        no cross-process store may be keyed by it. Empty for a fingerprint built from files."""
+        return self._discovery.identified if self._discovery is not None else ()
+
     def guard(self) -> "Guard":
         """A guard over the live bindings this fingerprint was computed from."""
         from .guard import Guard

@@ -4,9 +4,10 @@ Contract: built from a :class:`~flydeps.discover.Discovery`; holds strong refere
 the expected objects (so identities cannot be recycled) and answers with identity checks
 only: no digest, no snapshot, no user code. ``check()`` is what runs on every warm call:
 
-* namespace entries (module globals, class attributes along an owner's MRO): C-level
-  ``itemgetter`` groups per namespace (values whose ``==`` cannot run user code compared to
-  the expected tuple, identity first; every other value by identity);
+* namespace entries (module globals, class attributes along an owner's MRO): at most
+  three generated lines whatever their number, iterated in C (``itemgetter`` per
+  namespace; values whose ``==`` cannot run user code compared to the expected values,
+  identity first; every other value by identity; absent names must stay absent);
   on CPython >= 3.12 with dict watchers, one ``version()`` comparison replaces them all;
 * function ``__code__``/``__defaults__``/``__kwdefaults__``: a process-wide generation
   bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
@@ -28,6 +29,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import is_, itemgetter
 from types import FunctionType, MethodType, ModuleType
 
@@ -45,11 +47,11 @@ __all__ = ["Change", "ChangeKind", "Guard"]
 _SAFE_EQ = (FunctionType, MethodType, ModuleType, type(len), str, bytes)
 
 
-def _safe_eq(value: object) -> bool:
-    """``type(value)`` is exactly one of ``_SAFE_EQ`` (compared by identity: ``isinstance``
-    would ask a hostile ``__class__``, and a subclass may override ``__eq__``)."""
-    t = type(value)
-    return any(t is safe for safe in _SAFE_EQ)
+# ``type(value)`` is exactly one of ``_SAFE_EQ``, tested by id: ``isinstance`` would ask a
+# hostile ``__class__``, a subclass may override ``__eq__``, and a set of the classes
+# themselves would hash and compare them through their metaclass. The classes live as long
+# as the tuple.
+_SAFE_EQ_IDS = frozenset(map(id, _SAFE_EQ))
 
 
 class ChangeKind(str, enum.Enum):
@@ -95,9 +97,10 @@ class Guard:
         # with what discovery saw, so a change between discovery and the watchers'
         # registration cannot slip through.
         self._state = [-1, -1]
-        plan = _tag_plan([b for b in self._bindings if b.kind is BindingKind.DICT], self._mutables)
-        self.check = _compile_check(self._bindings, self._mutables, self._state, plan)
-        self._fast = _fast_parts(self._bindings, plan)
+        kinds = _by_kind(self._bindings)
+        plan = _tag_plan(kinds[BindingKind.DICT], self._mutables)
+        self.check = _compile_check(kinds, self._mutables, self._state, plan)
+        self._fast = _fast_parts(kinds, plan)
 
     def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
         """``(cells, expected, fast, nsdicts)`` for a C caller that skips :meth:`check`
@@ -134,14 +137,23 @@ class Guard:
 _TagPlan = tuple[tuple[dict, ...] | None, tuple[MutableWatch, ...], tuple[MutableWatch, ...]]
 
 
+def _by_kind(bindings: Sequence[Binding]) -> dict[BindingKind, list[Binding]]:
+    """The bindings of each kind, in their order (one pass, shared by the builders below)."""
+    kinds: dict[BindingKind, list[Binding]] = {kind: [] for kind in BindingKind}
+    for b in bindings:
+        kinds[b.kind].append(b)
+    return kinds
+
+
 def _compile_check(
-    bindings: Sequence[Binding], mutables: Sequence[tuple[str, MutableWatch]], state: list[int], plan: _TagPlan
+    kinds: dict[BindingKind, list[Binding]],
+    mutables: Sequence[tuple[str, MutableWatch]],
+    state: list[int],
+    plan: _TagPlan,
 ) -> Callable[[], bool]:
-    """Generate the hot-path check for these bindings (see :class:`Guard`); ``plan`` is
-    :func:`_tag_plan` of their namespace bindings and ``mutables``."""
-    namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
-    funcs = [b for b in bindings if b.kind is BindingKind.ATTR]
-    cells = [b for b in bindings if b.kind is BindingKind.CELL]
+    """Generate the hot-path check for these bindings (:func:`_by_kind`; see :class:`Guard`);
+    ``plan`` is :func:`_tag_plan` of their namespace bindings and ``mutables``."""
+    namespaced, funcs, cells = kinds[BindingKind.DICT], kinds[BindingKind.ATTR], kinds[BindingKind.CELL]
     tagged, covered, rest = plan
     env: dict[str, object] = {
         "is_": is_,
@@ -202,12 +214,10 @@ def _compile_check(
 
 
 def _fast_parts(
-    bindings: Sequence[Binding], plan: _TagPlan
+    kinds: dict[BindingKind, list[Binding]], plan: _TagPlan
 ) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
     """See :meth:`Guard.fast_parts`; call after :func:`_compile_check` (which watches)."""
-    cells = [b for b in bindings if b.kind is BindingKind.CELL]
-    namespaced = [b for b in bindings if b.kind is BindingKind.DICT]
-    funcs = any(b.kind is BindingKind.ATTR for b in bindings)
+    cells, namespaced, funcs = kinds[BindingKind.CELL], kinds[BindingKind.DICT], bool(kinds[BindingKind.ATTR])
     tagged, _covered, rest = plan
     fast = (
         not rest
@@ -237,29 +247,77 @@ def _tag_plan(namespaced: Sequence[Binding], mutables: Sequence[tuple[str, Mutab
 
 
 def _namespace_lines(bindings: Sequence[Binding], env: dict[str, object]) -> list[str]:
-    """Unrolled namespace checks: per namespace, one ``itemgetter`` over its names bound to
-    safely comparable values (``!=`` against the expected tuple: identity first, then a
-    ``==`` that runs no user code) and one over the rest (``all(map(is_, ...))``: identity
-    only, so ``1 == True == 1.0`` cannot hide a rebinding), each when it has >= 4 names;
-    single subscripts (``ns[key] is expected``) otherwise."""
-    lines: list[str] = []
-    covered: set[int] = set()  # ids of the bindings a group checks
-    groups = [g for g in _group_namespaces(bindings) if len(g[2]) >= 4]
-    for n, (safe, namespace, items) in enumerate(groups):
-        covered.update(id(b) for b in items)
-        getter, expected = itemgetter(*[b.key for b in items]), tuple(b.expected for b in items)
-        env[f"ig{n}"], env[f"gns{n}"], env[f"gex{n}"] = getter, namespace, expected
-        test = f"ig{n}(gns{n}) != gex{n}" if safe else f"not all(map(is_, ig{n}(gns{n}), gex{n}))"
-        lines += [f"        if {test}:", "            return False"]
-    for n, b in enumerate(bindings):
-        if id(b) in covered:
-            continue
-        env[f"ns{n}"], env[f"k{n}"], env[f"x{n}"] = b.container, b.key, b.expected
-        if b.expected is MISSING:
-            lines += [f"        if k{n} in ns{n}:", "            return False"]
+    """The namespace checks, at most three generated lines whatever their number (a new
+    process compiles the guard of hundreds of helpers; C-level iteration does the rest):
+
+    * names bound to safely comparable values: one ``itemgetter`` per namespace, their
+      results compared as one list (``!=``: identity first, then a ``==`` that runs no user
+      code, so a name rebound to an equal string holds);
+    * every other bound name by identity only (``1 == True == 1.0`` must not hide a
+      rebinding): a namespace's ``itemgetter`` of >= 2 names or a single subscript, chained
+      and compared with ``is``;
+    * names that were absent: none may be present now."""
+    safe_get: list[itemgetter] = []
+    safe_ns: list[dict] = []
+    safe_expected: list[object] = []
+    same_get: list[itemgetter] = []
+    same_ns: list[dict] = []
+    same_expected: list[object] = []
+    one_ns: list[dict] = []
+    one_key: list[str] = []
+    one_expected: list[object] = []
+    absent_ns: list[object] = []
+    absent_key: list[str] = []
+    groups, absent = _group_namespaces(bindings)
+    for safe, namespace, items in groups:
+        keys = [b.key for b in items]
+        if safe:
+            safe_get.append(itemgetter(*keys))
+            safe_ns.append(namespace)
+            safe_expected.append(tuple(b.expected for b in items) if len(items) > 1 else items[0].expected)
+        elif len(items) > 1:
+            same_get.append(itemgetter(*keys))
+            same_ns.append(namespace)
+            same_expected.extend(b.expected for b in items)
         else:
-            lines += [f"        if ns{n}[k{n}] is not x{n}:", "            return False"]
+            one_ns.append(namespace)
+            one_key.append(items[0].key)
+            one_expected.append(items[0].expected)
+    for b in absent:
+        absent_ns.append(b.container)
+        absent_key.append(b.key)
+    env.update(
+        call=_call_getter,
+        getitem=dict.__getitem__,
+        contains=dict.__contains__,
+        chain=chain,
+        flat=chain.from_iterable,
+        safe_get=tuple(safe_get),
+        safe_ns=tuple(safe_ns),
+        safe_expected=safe_expected,
+        same_get=tuple(same_get),
+        same_ns=tuple(same_ns),
+        one_ns=tuple(one_ns),
+        one_key=tuple(one_key),
+        same_expected=tuple(same_expected + one_expected),
+        absent_ns=tuple(absent_ns),
+        absent_key=tuple(absent_key),
+    )
+    lines: list[str] = []
+    if safe_get:
+        lines += ["        if list(map(call, safe_get, safe_ns)) != safe_expected:", "            return False"]
+    if same_get or one_ns:
+        lines += [
+            "        if not all(map(is_, chain(flat(map(call, same_get, same_ns)), "
+            "map(getitem, one_ns, one_key)), same_expected)):",
+            "            return False",
+        ]
+    if absent_ns:
+        lines += ["        if any(map(contains, absent_ns, absent_key)):", "            return False"]
     return lines
+
+
+_call_getter = itemgetter.__call__  # map(_call_getter, getters, namespaces): each getter on its namespace, in C
 
 
 def _function_check(bindings: Sequence[Binding]) -> Callable[[], bool]:
@@ -280,15 +338,25 @@ def _dedupe(bindings: Sequence[Binding]) -> tuple[Binding, ...]:
     return tuple(seen.values())
 
 
-def _group_namespaces(bindings: Sequence[Binding]) -> list[tuple[bool, dict, list[Binding]]]:
+def _group_namespaces(bindings: Sequence[Binding]) -> tuple[list[tuple[bool, dict, list[Binding]]], list[Binding]]:
     """Per namespace, ``(safe, namespace, bindings)``: its names bound to safely comparable
-    values (``safe``), and the others."""
+    values (``safe``: see ``_SAFE_EQ_IDS``), and the others; then the bindings of absent names.
+    One pass (a new process builds the guard of hundreds of helpers)."""
     by_dict: dict[tuple[int, bool], tuple[bool, dict, list[Binding]]] = {}
+    absent: list[Binding] = []
+    safe_ids = _SAFE_EQ_IDS
     for b in bindings:
-        if b.expected is not MISSING:
-            safe = _safe_eq(b.expected)
-            by_dict.setdefault((id(b.container), safe), (safe, b.container, []))[2].append(b)  # type: ignore[arg-type]
-    return list(by_dict.values())
+        expected = b.expected
+        if expected is MISSING:
+            absent.append(b)
+            continue
+        safe = id(type(expected)) in safe_ids
+        key = (id(b.container), safe)
+        found = by_dict.get(key)
+        if found is None:
+            found = by_dict[key] = (safe, b.container, [])  # type: ignore[assignment]
+        found[2].append(b)  # type: ignore[index]
+    return list(by_dict.values()), absent
 
 
 def _watch_all(namespaced: Sequence[Binding]) -> bool:

@@ -594,15 +594,20 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             full = (bound_self, *positional) if bound_self is not None else positional
             described = self._described(key)
             strict = aot.strict()  # FLYDEPS_AOT=strict: a miss the index cannot serve is an error
-            pkey, why_not = self._persistent_key(described, bound_self)
+            persistent = self._persistent_key(described, bound_self, state.fingerprint)
+            pkey, why_not, self_fp = persistent.key, persistent.why_not, persistent.self_fp
             row = index.lookup(pkey) if pkey is not None else None
             verifying = settings.flag("FLYDEPS_VERIFY", False)
             if row is not None and not verifying:
                 loaded = self._load(row, bound_self, positional, compile_only)
                 if loaded is not None:  # FlyDSL's artifact, no trace: the state stays as validated
                     compiled = loaded[0]
+                    # An instance keyed by its state in the row, by identity here: its state,
+                    # as the row's key read it, must still hold on a hit (as after a trace).
+                    guards = (*extra, self_fp.guard()) if self_fp is not None else extra
+                    pinned_self = bound_self if self_fp is not None else None
                     entry = Entry(
-                        described, compiled, row.ir_key, state.fingerprint, extra, None, EnvReads(row.env_reads)
+                        described, compiled, row.ir_key, state.fingerprint, guards, pinned_self, EnvReads(row.env_reads)
                     )
                     self._entries[key] = entry
                     self._last[owner] = entry
@@ -610,7 +615,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     log.info("%s: loaded from the persistent index, no trace (IR %s)", self._name, row.ir_key[:16])
                     return compiled, False
             if strict and (row is None or not verifying):
-                parts = index.key_parts(self._name, described, signer.names, state.fingerprint) if pkey else None
+                parts = (
+                    index.key_parts(self._name, persistent.described, signer.names, state.fingerprint) if pkey else None
+                )
                 raise aot.miss_error(self._name, parts, why_not)
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
@@ -633,15 +640,22 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     owner, after, digest=state.digest, starts=build.start_states(start, state.starts)
                 )
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
+            persistable = not extra  # a function passed as an argument has no cross-process name
             if pinned is not None:
                 # Keyed by identity: what the trace read of the instance's own state (its
                 # attributes, as they stand now the trace finished) must still hold on a hit.
-                extra = (*extra, fingerprint(pinned).guard())
+                after_self = fingerprint(pinned)
+                extra = (*extra, after_self.guard())
+                if self_fp is not None and after_self.digest != self_fp.digest:
+                    # The row would be keyed by the state before the trace; a process that
+                    # loads it would not have the trace's writes to the instance.
+                    log.info("%s: not persisted, the trace changed the bound instance's state", self._name)
+                    persistable = False
             entry = Entry(described, compiled, ir_key, state.fingerprint, extra, pinned)
             self._entries[key] = entry
             self._last[owner] = entry
             self._misses += 1
-            if pkey is not None and not extra and (row is None or row.ir_key != ir_key) and self._on_disk(ir_key):
+            if persistable and pkey is not None and (row is None or row.ir_key != ir_key) and self._on_disk(ir_key):
                 if row is not None:  # its artifact was gone, and the trace gives other IR for the same key
                     log.warning(
                         "%s: the persistent index row of this call named IR %s, a fresh trace gives %s: "
@@ -651,18 +665,29 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         row.ir_key[:16],
                         ir_key[:16],
                     )
-                detail = index.key_parts(self._name, described, signer.names, state.fingerprint)
+                detail = index.key_parts(self._name, persistent.described, signer.names, state.fingerprint)
                 index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
 
-    def _persistent_key(self, described: tuple, bound_self: object) -> tuple[str | None, str]:
-        """The call's key in the persistent index, or ``(None, why not)``."""
-        if described[5] is not None and not hasattr(type(bound_self), "__cache_signature__"):
-            return None, "the bound instance is keyed by identity (give its class a __cache_signature__)"
+    def _persistent_key(self, described: tuple, bound_self: object, fp: Fingerprint) -> _Persistent:
+        """The call's key in the persistent index (``key`` None: ``why_not``).
+
+        A bound instance whose class has no ``__cache_signature__`` is keyed by identity in
+        this process; across processes by its state: the fingerprint of the instance (its
+        attributes by value, what they reach), taken now, before any trace."""
         if not index.enabled():
-            return None, "the index is off (FLYDEPS_INDEX=0 or FLYDSL_RUNTIME_ENABLE_CACHE=0)"
-        return index.key_or_reason(self._name, described)
+            return _Persistent(None, "the index is off (FLYDEPS_INDEX=0 or FLYDSL_RUNTIME_ENABLE_CACHE=0)")
+        if fp.identified:
+            return _Persistent(None, _identified_reason(fp.identified))
+        self_fp = None
+        if described[5] is not None and not hasattr(type(bound_self), "__cache_signature__"):
+            self_fp = fingerprint(bound_self)
+            if self_fp.identified:
+                return _Persistent(None, _identified_reason(_identified_attributes(bound_self)))
+            described = (*described[:5], (type(bound_self), f"state {self_fp.digest}"))
+        key, why_not = index.key_or_reason(self._name, described)
+        return _Persistent(key, why_not, described, self_fp)
 
     def _on_disk(self, ir_key: str) -> bool:
         """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""
@@ -695,6 +720,44 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         bound.apply_defaults()
         jf._resolve_arguments(bound.arguments)
         return (jf._make_compiled_function(row.ir_key, bound, None),)
+
+
+class _Persistent(NamedTuple):
+    """A call's key in the persistent index: ``key`` (None: not persistable, ``why_not``),
+    the key ``described`` as the index spells it (a bound instance by its state), and the
+    instance's fingerprint when it is keyed by its state."""
+
+    key: str | None
+    why_not: str
+    described: tuple = ()
+    self_fp: Fingerprint | None = None
+
+
+def _identified_attributes(obj: object) -> tuple[str, ...]:
+    """The attributes of a bound instance whose digest includes an object's identity, named
+    for a message (the instance's own fingerprint is one node)."""
+    from flydeps._bindings import dict_items
+    from flydeps._objects import instance_dict
+    from flydeps._values import snapshot
+
+    state = instance_dict(obj)
+    where = f"the bound {type(obj).__qualname__} instance"
+    if state is None:
+        return (where,)
+    names = tuple(
+        f"{where}'s attribute {name}"
+        for name, value in dict_items(state)
+        if type(name) is str and snapshot(value).identified
+    )
+    return names or (where,)
+
+
+def _identified_reason(nodes: tuple[str, ...]) -> str:
+    more = f" (and {len(nodes) - 1} more)" if len(nodes) > 1 else ""
+    return (
+        f"{nodes[0]}{more} is digested by its identity (a value over FLYDEPS_SNAPSHOT_LIMIT elements or "
+        "an object with no readable state), which no other process shares"
+    )
 
 
 def jit(func: Callable[..., Any] | None = None, *, on_drift: str = "raise") -> Any:

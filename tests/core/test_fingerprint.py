@@ -110,3 +110,53 @@ def test_annotations_are_part_of_the_fingerprint(pkg) -> None:
     after = flydeps.fingerprint(k2.kernel)
     assert after.digest != before.digest
     assert any("annotations" in reason for reason in after.explain(before))
+
+
+class _Slotted:
+    __slots__ = ()  # no readable state
+
+
+class _Stateful:
+    def __init__(self) -> None:
+        self.size = 3
+
+
+IDENTITY_CASES = {
+    "oversized list": lambda: list(range(300)),
+    "object without state": _Slotted,
+    "in a tuple": lambda: (1, _Slotted()),
+    "annotation": None,  # below: an object with no state as an annotation
+    "small list": lambda: [1, 2, 3],
+    "dict": lambda: {"a": 1, "b": (2.5, "x")},
+    "user object": _Stateful,
+    "set": lambda: {1, 2, 3},
+}
+
+
+def _twin_readers(case: str) -> tuple:
+    """Two functions reading equal values that are distinct objects (same module name)."""
+    out = []
+    for _ in range(2):
+        ns: dict = {"__name__": "probe_identified"}
+        if case == "annotation":
+            ns["MARK"] = _Slotted()
+            # dont_inherit: this file's ``from __future__ import annotations`` would make it a string
+            exec(compile("def reader(x: MARK):\n    return x\n", "<probe>", "exec", dont_inherit=True), ns)  # noqa: S102
+        else:
+            ns["VALUE"] = IDENTITY_CASES[case]()
+            exec("def reader():\n    return VALUE\n", ns)  # noqa: S102 - test source
+        out.append(ns["reader"])
+    return tuple(out)
+
+
+def test_identified_marks_exactly_the_digests_that_depend_on_identity() -> None:
+    """``Fingerprint.identified`` (what a cross-process store may not be keyed by) is
+    checked against the digests themselves: two readers of equal but distinct values get
+    different digests exactly when the fingerprint says an identity is in them."""
+    for case in IDENTITY_CASES:
+        first, second = (flydeps.fingerprint(f) for f in _twin_readers(case))
+        assert first.identified == second.identified, case
+        assert (first.digest != second.digest) == bool(first.identified), case
+        if first.identified:
+            assert all(nid in first.graph.nodes for nid in first.identified), case
+    assert flydeps.fingerprint(_twin_readers("oversized list")[0]).identified == ("probe_identified:VALUE",)

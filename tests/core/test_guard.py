@@ -183,3 +183,59 @@ def test_grouped_namespace_checks_compare_safely(pkg) -> None:
             setattr(mod, name, old)
         assert guard.check()
     assert fp.refresh().digest == fp.digest  # nothing changed in the end
+
+
+SPREAD_HELPER = """
+WORD = "one"
+COUNT = 3
+"""
+
+SPREAD = """
+from . import spread_helper as helper
+from .spread_helper import WORD
+LIMIT = 4
+class Loud:
+    def __eq__(self, other):
+        raise AssertionError("the guard ran user __eq__")
+    __hash__ = object.__hash__
+LOUD = Loud()
+def reader():
+    return (WORD, LIMIT, LOUD, helper.COUNT, len)
+"""
+
+
+def test_namespace_checks_of_single_names_and_absent_names(pkg) -> None:
+    """The namespace checks, whatever their number, are a few C-level passes: a namespace
+    with one name of a kind is checked as exactly as a group (an equal string holds, an
+    equal number of another type does not, an object's ``__eq__`` never runs), a deleted
+    name fails, and a name that was absent (``len``, read from builtins) fails once it is
+    defined in the module."""
+    pkg.write("spread_helper", SPREAD_HELPER)
+    pkg.write("spread", SPREAD)
+    mod = pkg.load("spread")
+    helper = mod.helper
+    fp, guard = guard_of(mod.reader)
+    assert guard.check()
+    mod.WORD = "".join(["o", "ne"])
+    assert guard.check()
+    mod.WORD = "two"
+    assert not guard.check()
+    mod.WORD = "one"
+    assert guard.check()
+    for owner, name, value in ((mod, "LIMIT", 4.0), (helper, "COUNT", 3.0), (mod, "LOUD", mod.Loud())):
+        old = getattr(owner, name)
+        setattr(owner, name, value)
+        try:
+            assert not guard.check(), name
+        finally:
+            setattr(owner, name, old)
+        assert guard.check()
+    del helper.COUNT
+    assert not guard.check()
+    helper.COUNT = 3
+    assert guard.check()
+    mod.len = len  # shadows the builtin the reader read: the binding was absent
+    assert not guard.check()
+    del mod.len
+    assert guard.check()
+    assert fp.refresh().digest == fp.digest

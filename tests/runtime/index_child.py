@@ -1,7 +1,7 @@
 """One fresh process of the persistent-index tests: import a kernel package, call one
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
-    python index_child.py ROOT PACKAGE MODULE LAUNCHER [--wait-file F] [--dtype float16] [--fresh-ir]
+    python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16] [--fresh-ir]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry, and
@@ -13,6 +13,7 @@ before calling (two children started together then call at about the same time).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -48,7 +49,11 @@ def main() -> int:
     logging.getLogger("flydsl_runtime").setLevel(logging.INFO)
     import torch
 
-    launch = getattr(importlib.import_module(f"{package}.{module}"), launcher)
+    launch = importlib.import_module(f"{package}.{module}")
+    for part in launcher.split("."):  # INSTANCE.method: a launcher bound to an instance
+        launch = getattr(launch, part)
+    bound = launch.args if isinstance(launch, functools.partial) else ()
+    owner = launch.func.__self__ if bound else launch  # the Launcher behind a bound call
     dtype = getattr(torch, sys.argv[sys.argv.index("--dtype") + 1]) if "--dtype" in sys.argv else torch.float32
     tensors = [torch.zeros(1024, dtype=dtype) for _ in range(3)]
     try:
@@ -60,13 +65,13 @@ def main() -> int:
         error = {"traces": len(traced), "error": type(exc).__name__, "message": str(exc), "notes": notes}
         sys.stdout.write(json.dumps(error) + "\n")
         return 0
-    (entry,) = launch.entries()
+    (entry,) = owner.entries()
     loaded = any("loaded from the persistent index" in n for n in notes)
     result = {"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}
     if "--fresh-ir" in sys.argv:  # the oracle: FlyDSL's IR key from a fresh trace of the same call
-        jf = launch.jit_function
+        jf = owner.jit_function
         call = (tensors[0], tensors[1], 256) if launcher == "partial_sum" else (*tensors, 1024)
-        jf._compile_or_execute(call, {}, execute=False)
+        jf._compile_or_execute((*bound, *call), {}, execute=False)
         result["fresh_ir"] = jf._last_compiled[0]
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

@@ -175,6 +175,51 @@ def test_index_off_or_flydsl_disk_cache_off_persists_nothing(repo: Repo) -> None
     assert not repo.index.exists()
 
 
+def test_bound_instance_is_keyed_by_its_state_across_processes(repo: Repo) -> None:
+    """A launcher bound to an instance whose class has no ``__cache_signature__``: within a
+    process keyed by identity, across processes by the instance's state. The oracle is
+    FlyDSL's IR key from a fresh trace of the same bound call (``--fresh-ir``)."""
+    first = repo.run("bound", "QUANT.launch", "--fresh-ir")
+    assert first["traces"] == 1 and first["ir_key"] == first["fresh_ir"]
+    assert len(repo.rows()) == 1
+    again = repo.run("bound", "QUANT.launch", "--fresh-ir")
+    assert again["traces"] == 0 and again["loaded"] and again["ir_key"] == again["fresh_ir"] == first["ir_key"]
+    repo.edit("bound", "QUANT = Quant(factor=2)", "QUANT = Quant(factor=3)")  # the instance's state
+    other = repo.run("bound", "QUANT.launch", "--fresh-ir")
+    assert other["traces"] == 1 and not other["loaded"] and other["ir_key"] == other["fresh_ir"] != first["ir_key"]
+    assert repo.run("bound", "QUANT.launch")["traces"] == 0
+    repo.edit("bound", "QUANT = Quant(factor=3)", "QUANT = Quant(factor=2)")
+    back = repo.run("bound", "QUANT.launch")
+    assert back["traces"] == 0 and back["ir_key"] == first["ir_key"]
+    verified = repo.run("bound", "QUANT.launch", FLYDEPS_VERIFY="1")  # traces, compares with the row
+    assert verified["traces"] == 1 and verified["ir_key"] == first["ir_key"]
+    assert len(repo.rows()) == 2
+
+
+@pytest.mark.parametrize(
+    ("launcher", "why"),
+    [
+        ("OPAQUE.launch", "handle"),  # an attribute with no readable state
+        ("MEMO.launch", "the trace changed the bound instance's state"),
+        ("tabled", "TABLE"),  # a global over the snapshot limit
+    ],
+)
+def test_state_without_a_cross_process_digest_is_never_persisted(repo: Repo, launcher: str, why: str) -> None:
+    """What is digested by identity (or changed by the trace itself) cannot key a row: every
+    process traces, as FlyDSL does, and no row is written (under FLYDEPS_AOT=strict the
+    error names the part)."""
+    first = repo.run("bound", launcher, "--fresh-ir")
+    assert first["traces"] == 1 and first["ir_key"] == first["fresh_ir"]
+    second = repo.run("bound", launcher)
+    assert second["traces"] == 1 and not second["loaded"] and second["ir_key"] == first["ir_key"]
+    assert not repo.index.exists() or repo.rows() == []
+    if launcher == "MEMO.launch":
+        assert any(why in n for n in second["notes"])
+    else:
+        strict = repo.run("bound", launcher, FLYDEPS_AOT="strict")
+        assert strict["error"] and why in strict["message"] and "identity" in strict["message"]
+
+
 # --- the cross-process key ---------------------------------------------------------
 
 

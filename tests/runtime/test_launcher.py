@@ -12,7 +12,7 @@ pytest.importorskip("flydsl")
 import torch  # noqa: E402
 
 from flydeps import GlobalDriftError  # noqa: E402
-from flydsl_runtime import CacheInfo, Launcher  # noqa: E402
+from flydsl_runtime import CacheInfo, Launcher, index  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 
@@ -322,11 +322,23 @@ def test_bound_instances_key_by_cache_signature_else_identity(fdk, traces) -> No
     assert len(traces) == 2
     first, second = classy.Base(), classy.Base()  # no signature: identity, instance kept alive
     first.launch(*tensors)
+    second.launch(*tensors)  # its own entry; equal state: the persistent index serves it untraced
+    first.launch(*tensors)
+    assert len(traces) == (3 if index.enabled() else 4)
+    pinned = [e for e in classy.Base.launch.entries() if e.pinned_self is not None]
+    assert [e.pinned_self for e in pinned] == [first, second]
+    assert pinned[0].ir_key == pinned[1].ir_key
+
+
+def test_bound_instances_without_signature_use_no_index_when_off(fdk, traces, monkeypatch) -> None:
+    monkeypatch.setenv("FLYDEPS_INDEX", "0")
+    classy = fdk.module("classy")
+    tensors = _tensors(n=64)
+    first, second = classy.Base(), classy.Base()
+    first.launch(*tensors)
     second.launch(*tensors)
     first.launch(*tensors)
-    assert len(traces) == 4
-    pinned = [e.pinned_self for e in classy.Base.launch.entries() if e.pinned_self is not None]
-    assert pinned == [first, second]
+    assert len(traces) == 2
 
 
 def test_identity_keyed_instance_state_change_retraces(fdk, traces) -> None:
