@@ -384,10 +384,10 @@ class ArgSigner:
         types_ = tuple(map(type, args))
         plan = self._key_plans.get(types_)
         if plan is None:
-            self(args)  # every argument signable (or the named error), and the types' slots known
+            slots = self._checked_slots(args, types_)  # the named error for a type without one
             if len(self._key_plans) >= _TYPE_PLAN_LIMIT:
                 self._key_plans.clear()
-            plan = self._key_plans[types_] = _compile_plan(self._slots(types_), tokens=True)
+            plan = self._key_plans[types_] = _compile_plan(slots, tokens=True)
         warm = self._checked.get(types_)
         if warm is None:
             if len(self._checked) >= _TYPE_PLAN_LIMIT:
@@ -402,7 +402,8 @@ class ArgSigner:
             self(args)  # raises the named error
             raise
 
-    def _plan_for(self, args: tuple, types_: tuple[type, ...]) -> Callable[[tuple], tuple]:
+    def _checked_slots(self, args: tuple, types_: tuple[type, ...]) -> tuple[Slot, ...]:
+        """The slot of each argument's type; the named error for one that has none."""
         if len(args) != len(self._kinds):
             raise TypeError(f"{self._launcher}() takes {len(self._kinds)} arguments, {len(args)} given")
         slots = []
@@ -411,7 +412,10 @@ class ArgSigner:
             if isinstance(slot, str):
                 raise self._error(index, args[index], slot)
             slots.append(slot)
-        sign = _compile_plan(tuple(slots))
+        return tuple(slots)
+
+    def _plan_for(self, args: tuple, types_: tuple[type, ...]) -> Callable[[tuple], tuple]:
+        sign = _compile_plan(self._checked_slots(args, types_))
         if len(self._by_types) >= _TYPE_PLAN_LIMIT:
             self._by_types.clear()
         self._by_types[types_] = sign

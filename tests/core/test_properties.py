@@ -111,3 +111,29 @@ def test_digest_tracks_exactly_the_reachable_code(tmp_path, spec) -> None:
         assert mutated != base, f"helper h{target} is reachable from {roots}"
     else:
         assert mutated == base, f"helper h{target} is not reachable from {roots}"
+
+
+@st.composite
+def graphs(draw):
+    """Random dependency graphs, cycles and self-loops included, nodes in random order."""
+    from flydeps.graph import DepGraph, Edge, EdgeKind, Node, NodeKind
+
+    n = draw(st.integers(1, 14))
+    ids = [f"m:f{i}" for i in range(n)]
+    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n, unique=True))
+    order = draw(st.permutations(ids))
+    nodes = {nid: Node(nid, NodeKind.FUNCTION, f"d{nid}") for nid in order}
+    edges = tuple(Edge(ids[a], ids[b], EdgeKind.CALLS, f"f{b}") for a, b in pairs)
+    roots = (ids[draw(st.integers(0, n - 1))],)
+    return DepGraph(roots, nodes, edges)
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs())
+def test_depth_first_and_component_digests_agree(graph) -> None:
+    """Differential: the one-pass depth-first digests (acyclic graphs) equal the
+    per-component digests, which also serve graphs with cycles."""
+    import importlib
+
+    fingerprint_module = importlib.import_module("flydeps.fingerprint")
+    assert dict(fingerprint_module.transitive_digests(graph)) == dict(fingerprint_module._digests_by_component(graph))
