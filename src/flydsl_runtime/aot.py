@@ -92,6 +92,24 @@ def _node_reasons(old: dict, new: dict) -> list[str]:
     return sorted(out, key=lambda r: (not r.startswith("helper "), r.endswith(("added", "removed"))))
 
 
+def _state_reasons(old: object, new: object) -> list[str]:
+    """The attributes of a bound instance (keyed by its state) that differ."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+    out = []
+    for name in sorted(set(old) | set(new), key=str):
+        before, after = old.get(name), new.get(name)
+        if not all(isinstance(v, list) and len(v) == 2 for v in (before, after) if v is not None):
+            out.append(f"bound instance attribute {name} changed")  # a row written otherwise
+        elif before is None:
+            out.append(f"bound instance attribute {name} added")
+        elif after is None:
+            out.append(f"bound instance attribute {name} removed")
+        elif before[0] != after[0]:
+            out.append(f"bound instance attribute {name}: {before[1]} -> {after[1]}")
+    return out
+
+
 def differences(
     shipped: dict, now: dict, shipped_reads: tuple[tuple[str, str | None], ...] = (), live: dict | None = None
 ) -> tuple[str, ...]:
@@ -116,9 +134,12 @@ def differences(
         if current != value:
             shown = ("<unset>" if v is None else repr(v) for v in (value, current))
             reasons.append("env {} (read by the shipped trace): {} -> {}".format(name, *shown))
-    for part, label in (("hints", "compile hints"), ("self", "bound instance")):
-        if shipped.get(part) != now.get(part):
-            reasons.append(f"{label} {_text(shipped.get(part))} -> {_text(now.get(part))}")
+    if shipped.get("hints") != now.get("hints"):
+        reasons.append(f"compile hints {_text(shipped.get('hints'))} -> {_text(now.get('hints'))}")
+    attributes = _state_reasons(shipped.get("self_state"), now.get("self_state"))
+    reasons += attributes
+    if shipped.get("self") != now.get("self") and not attributes:
+        reasons.append(f"bound instance {_text(shipped.get('self'))} -> {_text(now.get('self'))}")
     if shipped.get("versions") != now.get("versions"):
         names = ("FlyDSL", "flydeps", "Python")
         for label, a, b in zip(names, shipped.get("versions") or ("?",) * 3, now.get("versions") or ("?",) * 3):

@@ -218,18 +218,21 @@ def _versions() -> tuple[str, str, str]:
     return _VERSIONS
 
 
-def key_parts(launcher: str, described: tuple, names: tuple[str, ...], fp: Fingerprint) -> dict | None:
+def key_parts(
+    launcher: str, described: tuple, names: tuple[str, ...], fp: Fingerprint, self_state: dict | None = None
+) -> dict | None:
     """The parts of a persistent key, spelled out for explanations (the row's ``detail``):
     ``{"launcher", "args": {name: canonical}, "arch", "target", "env": {variable: value},
-    "hints", "self", "versions", "nodes": {node id: [digest, "file:line", kind]}}``; None
-    when the key is not persistable."""
+    "hints", "self", "versions", "nodes": {node id: [digest, "file:line", kind]}}``, plus
+    ``"self_state": {attribute: [digest, summary]}`` for a bound instance keyed by its state;
+    None when the key is not persistable."""
     from .envkey import named_env
 
     digest, signatures, (target, _device), env, hints, self_key = described
     if type(digest) is not str:
         return None
     try:
-        return {
+        parts = {
             "launcher": launcher,
             "args": {name: _canonical(sig) for name, sig in zip(names, signatures)},
             "arch": target[1],
@@ -245,6 +248,9 @@ def key_parts(launcher: str, described: tuple, names: tuple[str, ...], fp: Finge
         }
     except _Unnamed:
         return None
+    if self_state is not None:
+        parts["self_state"] = self_state
+    return parts
 
 
 def persistent_key(launcher: str, described: tuple) -> str | None:

@@ -616,7 +616,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     return compiled, False
             if strict and (row is None or not verifying):
                 parts = (
-                    index.key_parts(self._name, persistent.described, signer.names, state.fingerprint) if pkey else None
+                    index.key_parts(self._name, persistent.described, signer.names, state.fingerprint, persistent.state)
+                    if pkey
+                    else None
                 )
                 raise aot.miss_error(self._name, parts, why_not)
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
@@ -665,7 +667,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         row.ir_key[:16],
                         ir_key[:16],
                     )
-                detail = index.key_parts(self._name, persistent.described, signer.names, state.fingerprint)
+                detail = index.key_parts(
+                    self._name, persistent.described, signer.names, state.fingerprint, persistent.state
+                )
                 index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
@@ -687,7 +691,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 return _Persistent(None, _identified_reason(_identified_attributes(bound_self)))
             described = (*described[:5], (type(bound_self), f"state {self_fp.digest}"))
         key, why_not = index.key_or_reason(self._name, described)
-        return _Persistent(key, why_not, described, self_fp)
+        return _Persistent(key, why_not, described, self_fp, bound_self if self_fp is not None else None)
 
     def _on_disk(self, ir_key: str) -> bool:
         """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""
@@ -731,24 +735,38 @@ class _Persistent(NamedTuple):
     why_not: str
     described: tuple = ()
     self_fp: Fingerprint | None = None
+    instance: object = None  # the bound instance keyed by its state
+
+    @property
+    def state(self) -> dict[str, list[str]] | None:
+        """The instance's attributes for the row's explanation: ``{name: [digest, summary]}``."""
+        if self.self_fp is None:
+            return None
+        return {name: [digest, summary] for name, (digest, summary, _i) in _instance_state(self.instance).items()}
 
 
-def _identified_attributes(obj: object) -> tuple[str, ...]:
-    """The attributes of a bound instance whose digest includes an object's identity, named
-    for a message (the instance's own fingerprint is one node)."""
+def _instance_state(obj: object) -> dict[str, tuple[str, str, bool]]:
+    """A bound instance's attributes, each ``(digest, short description, digested by
+    identity)``: what the persistent key's ``self`` part covers, named attribute by attribute
+    for explanations (the instance's own fingerprint digests them as one node)."""
     from flydeps._bindings import dict_items
     from flydeps._objects import instance_dict
     from flydeps._values import snapshot
 
     state = instance_dict(obj)
+    out: dict[str, tuple[str, str, bool]] = {}
+    for name, value in dict_items(state) if state is not None else ():
+        if type(name) is str:
+            snap = snapshot(value)
+            out[name] = (snap.digest, snap.summary, snap.identified)
+    return out
+
+
+def _identified_attributes(obj: object) -> tuple[str, ...]:
+    """The attributes of a bound instance whose digest includes an object's identity, named
+    for a message."""
     where = f"the bound {type(obj).__qualname__} instance"
-    if state is None:
-        return (where,)
-    names = tuple(
-        f"{where}'s attribute {name}"
-        for name, value in dict_items(state)
-        if type(name) is str and snapshot(value).identified
-    )
+    names = tuple(f"{where}'s attribute {name}" for name, (_d, _s, ident) in _instance_state(obj).items() if ident)
     return names or (where,)
 
 

@@ -185,6 +185,8 @@ def test_bound_instance_is_keyed_by_its_state_across_processes(repo: Repo) -> No
     again = repo.run("bound", "QUANT.launch", "--fresh-ir")
     assert again["traces"] == 0 and again["loaded"] and again["ir_key"] == again["fresh_ir"] == first["ir_key"]
     repo.edit("bound", "QUANT = Quant(factor=2)", "QUANT = Quant(factor=3)")  # the instance's state
+    strict = repo.run("bound", "QUANT.launch", FLYDEPS_AOT="strict")  # names the attribute that differs
+    assert strict["error"] == "AotMissError" and "bound instance attribute factor: 2 -> 3" in strict["message"]
     other = repo.run("bound", "QUANT.launch", "--fresh-ir")
     assert other["traces"] == 1 and not other["loaded"] and other["ir_key"] == other["fresh_ir"] != first["ir_key"]
     assert repo.run("bound", "QUANT.launch")["traces"] == 0
@@ -389,6 +391,18 @@ def test_differences_name_every_part() -> None:
     assert "env FA_PP (read by the shipped trace): '1' -> '0'" in reasons
     assert "FlyDSL 0.5.0 -> 0.5.1" in reasons
     assert aot.differences(shipped, shipped) == ()
+    # A bound instance keyed by its state: the attributes that differ, by name.
+    state = {"factor": ["d2", "2"], "name": ["dn", "'q'"]}
+    with_state = {**shipped, "self": ["t", [["c", "p.m:Q"], ["s", "state a"]]], "self_state": state}
+    changed = {**with_state, "self": ["t", [["c", "p.m:Q"], ["s", "state b"]]]}
+    changed["self_state"] = {"factor": ["d3", "3"], "scale": ["ds", "1.5"]}
+    assert aot.differences(with_state, changed) == (
+        "bound instance attribute factor: 2 -> 3",
+        "bound instance attribute name removed",
+        "bound instance attribute scale added",
+    )
+    foreign = {**changed, "self_state": {"factor": "not a pair", 3: None}}  # a row written otherwise
+    assert "bound instance attribute factor changed" in aot.differences(with_state, foreign)
 
 
 # One file edit each, in a new process after the row of the unedited code was written.
