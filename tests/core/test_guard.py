@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import pytest
@@ -159,7 +160,17 @@ def reader():
 """
 
 
-def test_grouped_namespace_checks_compare_safely(pkg) -> None:
+@pytest.fixture(params=["flat passes", "written out"])
+def namespace_tier(request, monkeypatch) -> str:
+    """Both forms of a guard's namespace checks: the flat C-level passes a guard starts
+    with, and the written-out check that replaces them after ``_TIER_UP`` re-reads (here
+    from the first)."""
+    if request.param == "written out":
+        monkeypatch.setattr(importlib.import_module("flydeps.guard"), "_TIER_UP", 1)
+    return request.param
+
+
+def test_grouped_namespace_checks_compare_safely(pkg, namespace_tier) -> None:
     """A namespace's names are checked in groups: strings (whose ``==`` runs no user code)
     rebound to an equal copy still hold; numbers are compared by identity, so an equal
     but distinct int, ``True`` for ``1`` or ``1.0`` for ``1`` are each a change."""
@@ -204,7 +215,7 @@ def reader():
 """
 
 
-def test_namespace_checks_of_single_names_and_absent_names(pkg) -> None:
+def test_namespace_checks_of_single_names_and_absent_names(pkg, namespace_tier) -> None:
     """The namespace checks, whatever their number, are a few C-level passes: a namespace
     with one name of a kind is checked as exactly as a group (an equal string holds, an
     equal number of another type does not, an object's ``__eq__`` never runs), a deleted
