@@ -22,11 +22,14 @@ Merkle digest of code and values, stable across processes), each argument's sign
 (library types by module and name, dtypes by name, scalars by type and value, floats by
 bits), the resolved target (backend, arch, warp size; never a device id), the code-gen env
 by effect (:mod:`.envkey`), the compile hints, a bound instance's class and
-``__cache_signature__()``, the FlyDSL and flydeps versions and the Python minor version.
-It is ``None`` — the call is never persisted, it traces in each new process — when a part
-has no name that is the same across processes: a type defined in a function
-(``<locals>``) or in user code among the argument signatures, a value of another type, an
-instance keyed by identity, a digest that includes source positions (debug info).
+``__cache_signature__()`` (without one: the digest of the instance's state, see
+``Launcher._persistent_key``; ``detail`` then also holds each attribute's digest), the
+FlyDSL and flydeps versions and the Python minor version. It is ``None`` — the call is
+never persisted, it traces in each new process — when a part has no name that is the same
+across processes: a type defined in a function (``<locals>``) or in user code among the
+argument signatures, a value of another type, a digest that includes source positions
+(debug info) or an object's identity (``Fingerprint.identified``: a value over the
+snapshot limit, an object with no readable state).
 
 The trace's reads of ``os.environ`` are part of a row: a row applies only where every
 variable it lists still has the value the trace read (a different value is another row).

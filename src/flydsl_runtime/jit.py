@@ -21,7 +21,8 @@ in process, by
 * argument signatures: :mod:`flydsl_runtime.argsig`; target: :mod:`flydsl_runtime.target`;
   env: :mod:`flydsl_runtime.envkey`; compile hints: persistent plus thread-local overlay;
 * bound self: the instance's ``__cache_signature__()`` when it has one, else its identity
-  (the entry keeps the instance alive so the id cannot be reused).
+  (the entry keeps the instance alive so the id cannot be reused, and guards its state);
+  in the persistent index, such an instance is keyed by its state instead.
 
 In the key, every part that does not depend on an argument's value (a tensor's signature, a
 stream's, the target with the env key) is an interned token (:func:`.argsig.token`) hashed by
