@@ -270,7 +270,7 @@ def _namespace_check(bindings: Sequence[Binding]) -> list[Callable[[], bool]]:
 
     def counting() -> bool:
         left[0] -= 1
-        if left[0] == 0:  # another thread may compile it too: the same check, either is kept
+        if left[0] <= 0 and holder[0] is counting:  # two threads may both compile: the same check
             holder[0] = _unrolled_check(groups, absent)
         return data()
 

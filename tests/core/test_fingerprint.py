@@ -125,7 +125,7 @@ IDENTITY_CASES = {
     "oversized list": lambda: list(range(300)),
     "object without state": _Slotted,
     "in a tuple": lambda: (1, _Slotted()),
-    "annotation": None,  # below: an object with no state as an annotation
+    "annotation": _Slotted,  # an object with no state as an annotation (see _twin_readers)
     "small list": lambda: [1, 2, 3],
     "dict": lambda: {"a": 1, "b": (2.5, "x")},
     "user object": _Stateful,
@@ -139,7 +139,7 @@ def _twin_readers(case: str) -> tuple:
     for _ in range(2):
         ns: dict = {"__name__": "probe_identified"}
         if case == "annotation":
-            ns["MARK"] = _Slotted()
+            ns["MARK"] = IDENTITY_CASES[case]()
             # dont_inherit: this file's ``from __future__ import annotations`` would make it a string
             exec(compile("def reader(x: MARK):\n    return x\n", "<probe>", "exec", dont_inherit=True), ns)  # noqa: S102
         else:

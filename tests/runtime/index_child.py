@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 
 def main() -> int:
@@ -49,7 +50,7 @@ def main() -> int:
     logging.getLogger("flydsl_runtime").setLevel(logging.INFO)
     import torch
 
-    launch = importlib.import_module(f"{package}.{module}")
+    launch: Any = importlib.import_module(f"{package}.{module}")
     for part in launcher.split("."):  # INSTANCE.method: a launcher bound to an instance
         launch = getattr(launch, part)
     bound = launch.args if isinstance(launch, functools.partial) else ()
