@@ -14,11 +14,15 @@ modules). Launchers:
   (``examples/kernels/realworld``, called as their callers call them; in the FlyDSL
   process ``flydsl_runtime.flyc`` is FlyDSL's own ``flydsl.compiler``, so no flydeps code
   runs there). ``fp8_quant`` is a ``@flyc.jit`` method of an instance whose class has no
-  ``__cache_signature__``: keyed by identity, never persisted, it traces in both;
+  ``__cache_signature__`` (persisted keyed by the instance's state);
 * ``large``: 450 helpers whose arithmetic folds to a constant (FlyDSL traces it quickly);
 * ``large-ir``: the same 450 helpers emitting their arithmetic as IR (``--emit-ir``);
 * ``server``: one process making the first call of each launcher above in turn (the time
-  is their sum: a serving process starts many kernels, and pays per-process costs once).
+  is their sum: a serving process starts many kernels, and pays per-process costs once);
+* ``<launcher>-x8``: one process making the first call of 8 specializations of one
+  launcher (8 values of a compile-time argument: each is a new trace for FlyDSL 0.5, a
+  new key for flydeps, whose dependency walk is done once), the sum; ``server-x8``: the
+  32 specializations of the four launchers in one process.
 
 The disk is warmed first (one process per launcher and tool writes FlyDSL's artifact and,
 for flydeps, the index row). Then, per round and launcher, fresh processes alternate:
@@ -61,9 +65,20 @@ EXAMPLES: dict[str, tuple[str, str, tuple[int, ...], tuple, dict[str, Any]]] = {
 # shape -> package; "large" folds its helpers to a constant, "large-ir" emits their IR.
 LARGE = {"large": "startfa", "large-ir": "startfair"}
 SHAPES = ("small", *EXAMPLES, *LARGE)
+# Specializations: a serving process calls each launcher with several compile-time values
+# (a new argument signature: FlyDSL 0.5 traces each one). "<shape>-x8": one process making
+# the first call of 8 specializations of <shape> (the sum); "server-x8": all of them.
+# shape -> (the compile-time argument varied, its position in the call (None: a keyword), its 8 values).
+VARIED: dict[str, tuple[str, int | None, tuple]] = {
+    "small": ("alpha", 6, tuple(range(1, 9))),
+    "rmsnorm": ("width", 4, tuple(range(1, 9))),
+    "layernorm": ("width", None, tuple(range(1, 9))),
+    "fp8_quant": ("bias", None, tuple(float(i) for i in range(8))),
+}
+SPECIALIZED = tuple(f"{shape}-x8" for shape in VARIED)
 # "server": one process making the first call of every launcher above (a process that
 # serves a model starts many kernels; per-process costs are paid once).
-ROWS = (*SHAPES, "server")
+ROWS = (*SHAPES, "server", *SPECIALIZED, "server-x8")
 
 
 def _child(tool: str, shape: str, packages: str) -> None:
@@ -101,7 +116,12 @@ def _child(tool: str, shape: str, packages: str) -> None:
             (jit_module.Launcher, "_load", "load_ms"),  # FlyDSL's artifact -> CompiledFunction
         ):
             setattr(owner, name, timed(label, getattr(owner, name)))
-    calls = [_launcher(tool, one) for one in (SHAPES if shape == "server" else (shape,))]
+    if shape == "server-x8":
+        calls = [call for one in VARIED for call in _specializations(tool, one)]
+    elif shape.endswith("-x8"):
+        calls = _specializations(tool, shape[: -len("-x8")])
+    else:
+        calls = [_launcher(tool, one) for one in (SHAPES if shape == "server" else (shape,))]
     first_ms = 0.0
     for launch, args, kwargs in calls:
         t0 = time.perf_counter()
@@ -109,6 +129,16 @@ def _child(tool: str, shape: str, packages: str) -> None:
         first_ms += (time.perf_counter() - t0) * 1e3
     result = {"first_call_ms": first_ms, "traces": len(traces), "traced": traces, "split": split}
     sys.stdout.write(json.dumps(result) + "\n")
+
+
+def _specializations(tool: str, shape: str) -> list[tuple[Any, tuple, dict[str, Any]]]:
+    """``shape``'s launcher called with each value of its varied compile-time argument."""
+    launch, args, kwargs = _launcher(tool, shape)
+    name, position, values = VARIED[shape]
+    if position is None:
+        return [(launch, args, {**kwargs, name: value}) for value in values]
+    assert len(args) > position, (shape, name)
+    return [(launch, (*args[:position], value, *args[position + 1 :]), kwargs) for value in values]
 
 
 def _launcher(tool: str, shape: str) -> tuple[Any, tuple, dict[str, Any]]:
@@ -171,6 +201,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+    parser.add_argument("--only", nargs="+", choices=ROWS, metavar="ROW", help=f"rows to run (of {', '.join(ROWS)})")
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "SHAPE", "PACKAGES"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
@@ -193,7 +224,7 @@ def main() -> int:
             FLYDEPS_CACHE_DIR=str(Path(tmp) / "flydeps-cache"),
         )
         env.pop("FLYDEPS_VERIFY", None)
-        shapes, tools = ROWS, ("flydeps", "FlyDSL 0.5")
+        shapes, tools = tuple(opts.only or ROWS), ("flydeps", "FlyDSL 0.5")
         for shape in shapes:  # warm disk: FlyDSL's artifact and flydeps' row
             for tool in ("flydeps", "flydsl"):
                 _run(tool, shape, packages, env)
