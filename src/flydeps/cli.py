@@ -93,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="local|dask://HOST:PORT",
         help="where the builds run: a local process pool (default) or a Dask distributed scheduler",
     )
+    aot_build.add_argument(
+        "--prune",
+        action="store_true",
+        help="afterwards, delete from DIR the index rows and FlyDSL artifacts this build does not use "
+        "(left by earlier builds: edited helpers, dropped specializations); nothing when one failed",
+    )
     aot_build.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     aot_build.add_argument("-v", "--verbose", action="store_true", help="log what the build does")
     return parser
@@ -387,7 +393,13 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
     arches = [a.strip() for a in args.arch.split(",") if a.strip()]
     try:
         summary = build(
-            args.spec, arches, Path(args.out), jobs=args.jobs, progress=not args.no_progress, executor=args.executor
+            args.spec,
+            arches,
+            Path(args.out),
+            jobs=args.jobs,
+            progress=not args.no_progress,
+            executor=args.executor,
+            prune=args.prune,
         )
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None

@@ -20,6 +20,15 @@ compiles into ``OUT/flydsl``); one that raises is *failed* with its error. Worke
 write the index: the rows they would add come back to the parent, the only writer. ``OUT``
 is then what a runtime points ``FLYDEPS_CACHE_DIR`` and ``FLYDSL_RUNTIME_CACHE_DIR`` at.
 
+With ``prune``, once every specialization was built or reused, ``OUT`` keeps only what this
+build uses: the index rows its specializations were served from or wrote, and the FlyDSL
+artifacts (``OUT/flydsl/<function>/<disk key>.pkl``) those rows were loaded from or written
+to, as the workers report them (a Dask worker computes disk keys with its own toolchain).
+Everything else an earlier build left there (rows and artifacts of helpers since edited,
+of specializations the spec no longer yields, of another FlyDSL) is deleted. A build with
+a failed specialization prunes nothing: the row an earlier build made for it may be the
+only build of it. FlyDSL's ``.lock`` files are left in place (another process may hold one).
+
 A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
 what to fix, before any work starts.
 """
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import multiprocessing
 import os
 import sys
@@ -41,7 +51,9 @@ from typing import Any
 
 from flydeps.errors import FlydepsError
 
-__all__ = ["Outcome", "SpecError", "Summary", "build", "load_spec"]
+log = logging.getLogger("flydsl_runtime")
+
+__all__ = ["Outcome", "Pruned", "SpecError", "Summary", "build", "load_spec"]
 
 _ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
 
@@ -67,12 +79,33 @@ class Outcome:
     status: str
     error: str = ""
     rows: tuple = ()
+    # What the worker used of OUT: ((key, env_reads JSON) of rows served, FlyDSL disk keys)
+    used: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] = ((), ())
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune`` deleted from ``OUT`` (``skipped``: why nothing was)."""
+
+    rows: int = 0
+    artifacts: int = 0
+    bytes: int = 0
+    skipped: str = ""
+
+    def line(self) -> str:
+        if self.skipped:
+            return f"not pruned: {self.skipped}"
+        return (
+            f"pruned {self.rows} index rows and {self.artifacts} artifacts ({self.bytes / 2**20:.1f} MiB) "
+            "that no specialization of this build uses"
+        )
 
 
 @dataclass(frozen=True)
 class Summary:
     out: Path
     outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
+    pruned: Pruned | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -86,7 +119,8 @@ class Summary:
             f"aot build into {self.out}: {self.count('built')} built, {self.count('reused')} reused, "
             f"{self.count('failed')} failed (of {len(self.outcomes)})"
         )
-        return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed)]
+        tail = [self.pruned.line()] if self.pruned is not None else []
+        return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed), *tail]
 
 
 # --- the spec --------------------------------------------------------------------------
@@ -201,6 +235,7 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
     launcher, args, kwargs = items[position]
     label = _label(launcher, args, kwargs)
     rows = index.defer_writes()
+    uses = index.collect_uses()
     before = _traces[0]
     try:
         launcher(*args, **kwargs)
@@ -208,10 +243,11 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
         return Outcome(position, arch, label, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
     finally:
         index.stop_deferring()
+        index.stop_collecting()
     status = "built" if _traces[0] > before else "reused"
     # EnvReads carry a generated check: they cross the process boundary as plain data.
     plain = tuple((k, name, ir, (r.values, r.listed), detail, rep) for k, name, ir, r, detail, rep in rows)
-    return Outcome(position, arch, label, status, rows=plain)
+    return Outcome(position, arch, label, status, rows=plain, used=(tuple(uses.rows), tuple(uses.artifacts)))
 
 
 # --- the parent ------------------------------------------------------------------------
@@ -258,10 +294,12 @@ def build(
     jobs: int | None = None,
     progress: bool = True,
     executor: str = "local",
+    prune: bool = False,
 ) -> Summary:
     """Build every specialization of ``spec`` for every arch into ``out`` (module docstring).
     ``executor``: ``local`` (a process pool of ``jobs`` workers) or ``dask://HOST:PORT`` (the
-    workers of that Dask scheduler, one thread each, sharing ``out``'s file system)."""
+    workers of that Dask scheduler, one thread each, sharing ``out``'s file system).
+    ``prune``: then delete from ``out`` the rows and artifacts this build does not use."""
     if not arches or any(not a or not a.replace("_", "").isalnum() for a in arches):
         raise ValueError(f"aot build: --arch needs arch names such as gfx942,gfx950, got {','.join(arches)!r}")
     out = out.resolve()
@@ -294,7 +332,45 @@ def build(
             )
         bar.close()
     _write_rows(out, [row for o in outcomes for row in o.rows])
-    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))))
+    pruned = _prune(out, outcomes) if prune else None
+    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
+
+
+def _prune(out: Path, outcomes: Sequence[Outcome]) -> Pruned:
+    """Delete from ``out`` the index rows and FlyDSL artifacts no outcome used (module docstring)."""
+    from flydeps._environ import EnvReads
+
+    from . import index
+
+    failed = sum(o.status == "failed" for o in outcomes)
+    if failed:
+        return Pruned(skipped=f"{failed} failed (the rows an earlier build made for them may be their only build)")
+    keep = {tuple(row) for o in outcomes for row in o.used[0]}
+    for o in outcomes:
+        for key, _launcher, _ir, (values, listed), _detail, _replace in o.rows:
+            reads = index.reads_json(EnvReads(values, listed))
+            if reads is not None:
+                keep.add((key, reads))
+    with index.at(out):
+        rows = index.prune(keep)  # type: ignore[arg-type]
+    artifacts = {key for o in outcomes for key in o.used[1]}
+    count = size = 0
+    for pkl in sorted((out / "flydsl").glob("*/*.pkl")):
+        if pkl.stem in artifacts or not _is_disk_key(pkl.stem):
+            continue
+        try:
+            size += pkl.stat().st_size
+            pkl.unlink()
+            count += 1
+        except FileNotFoundError:
+            continue
+    log.info("aot build: pruned %d rows and %d artifacts from %s", rows, count, out)
+    return Pruned(rows, count, size)
+
+
+def _is_disk_key(name: str) -> bool:
+    """A FlyDSL disk-cache key (sha256 hex): the only files prune may delete."""
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
 
 
 def _write_rows(out: Path, rows: list[tuple]) -> None:

@@ -53,9 +53,9 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -344,7 +344,7 @@ def _is_corruption(error: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
-def _reads_json(reads: EnvReads) -> str | None:
+def reads_json(reads: EnvReads) -> str | None:
     if reads.listed is not None:
         return None  # the trace listed the whole environment: not persisted
     return json.dumps(sorted([name, value] for name, value in reads.values), separators=(",", ":"))
@@ -374,6 +374,8 @@ def lookup(key: str) -> Row | None:
         except (ValueError, TypeError):
             continue  # a row this version cannot read: never applies
         if all(os.environ.get(name) == value for name, value in reads):
+            if _uses is not None:
+                _uses.rows.append((key, reads_text))
             return Row(key, reads, launcher, ir_key)
     return None
 
@@ -410,6 +412,33 @@ def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...
 _deferred: list[tuple] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Uses:
+    """What a process used of the index and of FlyDSL's disk cache while collecting
+    (:func:`collect_uses`): the rows :func:`lookup` served, as ``(key, env_reads JSON)``,
+    and every FlyDSL disk key :func:`disk_key` computed (the artifacts loaded, and those a
+    trace wrote before its row was recorded)."""
+
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+
+
+_uses: Uses | None = None
+
+
+def collect_uses() -> Uses:
+    """From now on (in this process) note what the index serves (:class:`Uses`), until
+    :func:`stop_collecting` (AOT build workers: what a build keeps when it prunes)."""
+    global _uses
+    _uses = Uses()
+    return _uses
+
+
+def stop_collecting() -> None:
+    global _uses
+    _uses = None
+
+
 def defer_writes() -> list[tuple]:
     """From now on (in this process) :func:`record` collects rows into the returned list
     instead of writing them, until :func:`stop_deferring` (AOT build workers: one writer)."""
@@ -428,7 +457,7 @@ def record(
 ) -> bool:
     """Add the row (an existing one is kept, or with ``replace`` overwritten); False when
     it was not written."""
-    reads_text = _reads_json(reads)
+    reads_text = reads_json(reads)
     if reads_text is None:
         return False
     if _deferred is not None:  # an AOT build worker: the parent writes (aotbuild)
@@ -452,6 +481,27 @@ def record(
             log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
             return False
     return False
+
+
+def prune(keep: Collection[tuple[str, str]]) -> int:
+    """Delete every row of the index (at :func:`index_path`) whose ``(key, env_reads JSON)``
+    is not in ``keep``, in one transaction (a reader sees all the rows before or after);
+    the number of rows deleted."""
+    path = index_path()
+    if not path.exists():
+        return 0
+    kept = set(keep)
+    conn = _connect(path)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = conn.execute("SELECT key, env_reads FROM specializations").fetchall()
+        gone = [(key, reads) for key, reads in rows if (key, reads) not in kept]
+        conn.executemany("DELETE FROM specializations WHERE key = ? AND env_reads = ?", gone)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return len(gone)
 
 
 # --- FlyDSL's disk key without re-hashing its toolchain --------------------------------
@@ -587,4 +637,7 @@ def disk_key(ir_key: str) -> str:
     namespaced by the toolchain key), with the toolchain key from :func:`toolchain_key`."""
     import hashlib
 
-    return hashlib.sha256(f"{toolchain_key()}\n{ir_key}".encode()).hexdigest()
+    key = hashlib.sha256(f"{toolchain_key()}\n{ir_key}".encode()).hexdigest()
+    if _uses is not None:
+        _uses.artifacts.append(key)
+    return key

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("flydsl")
 
 from flydsl_runtime import index  # noqa: E402
-from flydsl_runtime.aotbuild import SpecError, build  # noqa: E402
+from flydsl_runtime.aotbuild import Pruned, SpecError, build  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -87,6 +87,21 @@ def test_build_reuse_and_incremental_rebuild(project: Path) -> None:
 def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     out = project / "out"
     build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False)
+    calls = (
+        "vadd.axpy(a, c, 1024, 3); reduce.partial_sum(a, c, 256)\n"
+        "try:\n"
+        "    vadd.axpy(a, c, 1024, 4)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)"
+    )
+    # shipped calls without a trace; others refused (before any trace)
+    assert _strict_traces(project, out, calls).split() == ["AotMissError", "0"]
+
+
+def _strict_traces(project: Path, out: Path, calls: str) -> str:
+    """stdout of a fresh FLYDEPS_AOT=strict process (COMPILE_ONLY, gfx942) served from ``out``
+    that runs ``calls`` (with ``vadd``, ``reduce``, ``a``, ``c`` defined) and prints how many
+    times FlyDSL traced; a call ``out`` cannot serve raises AotMissError there."""
     package = next(project.glob("fdkaot_*")).name
     code = (
         "import sys, torch\n"
@@ -97,12 +112,8 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
         "JitFunction._trace = lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1]\n"
         f"from {package} import vadd, reduce\n"
         "a, c = torch.zeros(1024), torch.zeros(1024)\n"
-        "vadd.axpy(a, c, 1024, 3); reduce.partial_sum(a, c, 256)\n"
+        f"{calls}\n"
         "print(len(calls))\n"
-        "try:\n"
-        "    vadd.axpy(a, c, 1024, 4)\n"
-        "except Exception as exc:\n"
-        "    print(type(exc).__name__)\n"
     )
     env = {
         **__import__("os").environ,
@@ -115,7 +126,50 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     }
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["0", "AotMissError"]  # shipped calls without a trace; others refused
+    return done.stdout.strip()
+
+
+ALL_CALLS = (
+    "vadd.vadd(a, a, c, 1024); vadd.axpy(a, c, 1024, 2); vadd.axpy(a, c, 1024, 3); reduce.partial_sum(a, c, 256)"
+)
+
+
+def test_prune_keeps_exactly_what_the_build_uses(project: Path) -> None:
+    """After a helper edit, a pruned rebuild leaves one row and one artifact per
+    specialization, and the directory still serves every one of them without a trace."""
+    out = project / "out"
+    spec = f"{project / 'spec.py'}:specializations"
+    first = build(spec, ["gfx942"], out, jobs=2, progress=False, prune=True)
+    assert first.pruned == Pruned(0, 0, 0) and len(_rows(out)) == 4
+    artifacts = {p.name for p in (out / "flydsl").rglob("*.pkl")}
+    assert len(artifacts) == 4
+    stray = out / "flydsl" / "partial_sum" / ("0" * 64 + ".pkl")
+    stray.write_bytes(b"left by an earlier FlyDSL")
+    keep = out / "flydsl" / "partial_sum" / "notes.pkl"  # not a disk key: never touched
+    keep.write_bytes(b"x")
+    helpers = next(project.glob("fdkaot_*")) / "reduce_helpers.py"
+    helpers.write_text(helpers.read_text().replace("return acc + x", "return acc - x"))
+    edited = build(spec, ["gfx942"], out, jobs=2, progress=False, prune=True)
+    assert (edited.count("built"), edited.count("reused")) == (1, 3)
+    assert edited.pruned is not None and (edited.pruned.rows, edited.pruned.artifacts) == (1, 2)
+    assert edited.lines()[-1].startswith("pruned 1 index rows and 2 artifacts")
+    now = {p.name for p in (out / "flydsl").rglob("*.pkl")}
+    assert len(_rows(out)) == 4 and len(now - {"notes.pkl"}) == 4 and keep.exists() and not stray.exists()
+    assert len(now & artifacts) == 3  # the three reused specializations kept theirs
+    assert _strict_traces(project, out, ALL_CALLS) == "0"
+    again = build(spec, ["gfx942"], out, jobs=2, progress=False, prune=True)
+    assert again.count("reused") == 4 and again.pruned == Pruned(0, 0, 0)
+
+
+def test_prune_after_a_failed_specialization_deletes_nothing(project: Path) -> None:
+    out = project / "out"
+    build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False)
+    rows, artifacts = _rows(out), sorted((out / "flydsl").rglob("*.pkl"))
+    broken = build(f"{project / 'spec.py'}:broken", ["gfx942"], out, jobs=1, progress=False, prune=True)
+    assert broken.count("failed") == 1 and broken.pruned is not None
+    assert broken.pruned.skipped.startswith("1 failed") and broken.lines()[-1].startswith("not pruned: 1 failed")
+    assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
+    assert _strict_traces(project, out, ALL_CALLS) == "0"
 
 
 def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
@@ -150,6 +204,17 @@ def test_cli_summary_and_exit_codes(project: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"aot build into {project / 'out'}: 4 built, 0 reused, 0 failed (of 4)"
+    pruned = subprocess.run(
+        [*command, "--arch", "gfx942", "--out", str(project / "out"), "--jobs", "2", "--no-progress", "--prune"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pruned.returncode == 0, pruned.stderr[-2000:]
+    assert pruned.stdout.strip().splitlines() == [
+        f"aot build into {project / 'out'}: 0 built, 4 reused, 0 failed (of 4)",
+        "pruned 0 index rows and 0 artifacts (0.0 MiB) that no specialization of this build uses",
+    ]
     bad = subprocess.run([*command[:-1], "spec.py", "--arch", "gfx942", "--out", "x"], capture_output=True, text=True)
     assert bad.returncode == 2 and "does not end in ':function'" in bad.stderr and "Traceback" not in bad.stderr
     odd = project / "odd\nname.py"
