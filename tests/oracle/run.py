@@ -124,7 +124,9 @@ def summary(outcomes: list[Outcome], control: list[Outcome]) -> tuple[bool, str]
     neutral = sum(is_neutral(o.mutation) for o in wasted)
     dead = sum(dead_code(o) for o in wasted)
     share = lambda n: n / counted if counted else 0.0  # noqa: E731
-    caught = all(o.verdict == "STALE" for o in control)
+    # The control is missed in memory and, by the fresh-start step, from the persistent index:
+    # both checks must see it, or the check itself is blind.
+    caught = all(o.verdict == "STALE" and o.facts.get("fresh_stale") for o in control)
     ok = counts["STALE"] == 0 and counts["ERROR"] == 0 and share(neutral) <= WASTED_LIMIT and caught
     text = (
         f"{len(outcomes)} mutations ({counted} counted, {counts['INVALID']} invalid): STALE {counts['STALE']}, "
@@ -132,7 +134,10 @@ def summary(outcomes: list[Outcome], control: list[Outcome]) -> tuple[bool, str]
         f"trace reads ({share(neutral):.1%}, the gate: <= {WASTED_LIMIT:.0%}), {len(wasted) - neutral} after an "
         f"input change that did not reach the IR ({dead} of them edit a line the trace never ran); "
         f"RAISED {counts['RAISED']}, ERROR {counts['ERROR']}; "
-        f"control (computed getattr) STALE {sum(o.verdict == 'STALE' for o in control)}/{len(control)}"
+        f"fresh starts served from the persistent index {sum(bool(o.facts.get('fresh_loaded')) for o in outcomes)} "
+        "(their IR compared with the fresh trace's); "
+        f"control (computed getattr) STALE {sum(o.verdict == 'STALE' for o in control)}/{len(control)}, "
+        f"and from the index at a fresh start {sum(bool(o.facts.get('fresh_stale')) for o in control)}/{len(control)}"
     )
     return ok, text
 

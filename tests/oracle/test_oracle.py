@@ -77,6 +77,11 @@ def test_control_behind_computed_getattr_is_caught_as_stale(fast_outcomes: list)
     _main, _limits, control = split(fast_outcomes)
     assert control, "the control subject was not run"
     assert all(o.verdict == "STALE" for o in control), _listing(control, ("OK", "WASTED", "RAISED", "INVALID", "ERROR"))
+    # ... and a fresh start in the control's mutated state is served the baseline's row: the
+    # fresh-start check sees that too (it is not blind)
+    assert all(o.facts.get("fresh_stale") and o.facts.get("fresh_loaded") for o in control), [
+        (o.mutation.kind, o.facts) for o in control
+    ]
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,13 @@ restore must give the baseline IR again. Per mutation (:func:`run_one`):
    warm call (must be a hit);
 2. apply the mutation, call the launcher the way the caller holds it, and read whether it
    retraced (``cache_info().misses`` moved), raised ``GlobalDriftError`` or hit;
-3. FlyDSL's IR key of a fresh plain trace of the mutated state: the ground truth;
-4. restore, and check a fresh trace gives the baseline IR again.
+3. a fresh start in the mutated state: the launcher's in-memory state cleared
+   (``cache_clear()``), the persistent index kept, the same call again (what a new
+   process does: served from a row, or traced);
+4. FlyDSL's IR key of a fresh plain trace of the mutated state: the ground truth. An entry
+   that step 2 or 3 served from the persistent index with another IR is STALE; one they
+   traced with another IR, or a fresh start that raised, is ERROR;
+5. restore, and check a fresh trace gives the baseline IR again.
 """
 
 from __future__ import annotations
@@ -250,9 +255,8 @@ def _truth(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) ->
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-def _newest_ir(launcher: Launcher, known: set[str]) -> str | None:
-    fresh = [e.ir_key for e in launcher.entries() if e.ir_key not in known]
-    return fresh[-1] if fresh else None
+# What a launcher logs when it serves a call from the persistent index (flydsl_runtime.jit).
+_LOADED = "loaded from the persistent index"
 
 
 def run_one(m: Mutation, scratch: Path) -> Outcome:
@@ -289,18 +293,46 @@ def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
     if first != "retrace" or warm != "hit" or launcher.entries()[0].ir_key != base:
         why = f"baseline unstable: first call {first} {note}, warm call {warm} {warm_note}"
         return Outcome(m, "ERROR", decision=warm, note=why, seconds=time.perf_counter() - started)
-    known = {e.ir_key for e in launcher.entries()}
     with applied(m, pkg) as overrides:
         m_args, m_kwargs = call_args(subject, {**base_kwargs, **overrides})
+        before = set(map(id, launcher.entries()))
         decision, why = _decide(call, launcher, m_args, m_kwargs)
+        added = [e.ir_key for e in launcher.entries() if id(e) not in before]
+        # A process that starts in the mutated state: nothing in memory, the persistent index
+        # as the calls so far left it (the baseline's row, and the row of the call above).
+        launcher.cache_clear()
+        fresh, fresh_why = _decide(call, launcher, m_args, m_kwargs)
+        fresh_added = [e.ir_key for e in launcher.entries()]
         truth, truth_note = _truth(launcher, bound_self, m_args, m_kwargs)
     restored, restore_note = _truth(launcher, bound_self, args, kwargs)
-    facts = {"base": base, "truth": truth, "restored": restored, "line_ran": _line_ran(m, pkg, ran)}
+    facts = {
+        "base": base,
+        "truth": truth,
+        "restored": restored,
+        "line_ran": _line_ran(m, pkg, ran),
+        "fresh_start": fresh,
+        "fresh_loaded": _LOADED in fresh_why,
+        # the fresh start ran IR a fresh trace does not give (the control subject must)
+        "fresh_stale": truth is not None and any(ir != truth for ir in fresh_added),
+    }
     changed = truth is not None and truth != base
     result = verdict(decision, ir_changed=changed, truth_failed=truth is None, user_data=is_user_data(m))
     note = (why or truth_note)[:600]
-    if decision == "retrace" and truth is not None and _newest_ir(launcher, known) not in (truth, None):
-        result, note = "ERROR", "the launcher's new entry has another IR key than a fresh FlyDSL trace"
+    if decision == "retrace" and truth is not None and any(ir != truth for ir in added):
+        if _LOADED in why:  # served from the persistent index: IR the mutated code does not give
+            result, note = "STALE", f"the persistent index served IR {added[-1][:10]}, a fresh trace gives {truth[:10]}"
+        else:
+            result, note = "ERROR", "the launcher's new entry has another IR key than a fresh FlyDSL trace"
+    if truth is not None and result != "STALE":
+        if fresh == "error":
+            result, note = "ERROR", f"a fresh start in the mutated state failed: {fresh_why}"[:600]
+        elif any(ir != truth for ir in fresh_added):
+            if _LOADED in fresh_why:
+                result = "STALE"
+                note = f"a fresh start loaded IR {fresh_added[-1][:10]} from the persistent index"
+                note += f", a fresh trace gives {truth[:10]}"
+            else:
+                result, note = "ERROR", "a fresh start traced another IR key than a fresh FlyDSL trace"
     if restored != base:
         result, note = "ERROR", f"restore was not exact: fresh trace after restore gives {restored} {restore_note}"
     return Outcome(m, result, decision, changed, note, time.perf_counter() - started, facts)

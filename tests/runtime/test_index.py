@@ -9,10 +9,12 @@ same kind of process traces, compares and raises on a difference).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import uuid
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("flydsl")
 
@@ -253,6 +257,56 @@ def test_persistent_key_names_only_what_is_the_same_in_every_process() -> None:
         index.persistent_key("pkg.launch", _described((tensor, (float, b"\x00" * 7 + b"\x80")))),
     ]
     assert None not in others and len({key, *others}) == len(others) + 1
+
+
+_NAN_PAYLOAD = struct.unpack("<d", bytes.fromhex("010000000000f87f"))[0]  # a NaN with another payload
+# Key parts as the in-process key holds them, from small domains so that near-collisions
+# (1 / True / 1.0, 0.0 / -0.0, "1" / b"1" / 1, (x,) / x) come up often.
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.integers(),
+    st.sampled_from([0.0, -0.0, 1.0, float("nan"), -float("nan"), _NAN_PAYLOAD, float("inf"), 2.0**53]),
+    st.floats(allow_nan=True),
+    st.text(alphabet="a1\x00é", max_size=3),
+    st.binary(max_size=3),
+    st.sampled_from([int, float, bool, str, bytes, type(None), torch.float32, torch.float16, torch.bfloat16]),
+)
+_PARTS = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=6)
+
+
+def _strictly_same(a: object, b: object) -> bool:
+    """Equal as a key part may be equal across processes: the same type at every level,
+    floats by their bits (``-0.0`` is not ``0.0``; a NaN is its payload), the rest by ``==``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_strictly_same(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
+
+
+@settings(max_examples=600, deadline=None)
+@given(_PARTS, _PARTS)
+def test_canonical_key_parts_are_equal_exactly_when_the_parts_are(a: object, b: object) -> None:
+    """The persistent key never merges two key parts a process tells apart (a stale row on
+    every machine), and never splits equal ones (a miss in every process)."""
+    ca, cb = index._canonical(a), index._canonical(b)
+    assert (json.dumps(ca) == json.dumps(cb)) == _strictly_same(a, b), (a, b, ca, cb)
+    assert json.dumps(index._canonical(copy.deepcopy(a))) == json.dumps(ca)
+
+
+def test_canonical_key_parts_of_look_alike_values_all_differ() -> None:
+    """Every pair of these look-alike parts is told apart (each pair, not a sample of them)."""
+    tricky = [
+        None, False, True, 0, 1, -1, 2**64, 0.0, -0.0, 1.0, float("nan"), -float("nan"), _NAN_PAYLOAD,
+        float("inf"), "", "0", "1", "None", "\x00", b"", b"1", (), (1,), (True,), (1.0,), ((1,),), (1, 1),
+        ("1",), (b"1",), (None,), int, bool, float, str, bytes, torch.float32, torch.float16, (int, 1), (bool, 1),
+    ]  # fmt: skip
+    texts = [json.dumps(index._canonical(v)) for v in tricky]
+    assert len(set(texts)) == len(tricky), [v for v, t in zip(tricky, texts) if texts.count(t) > 1]
 
 
 def test_parts_without_a_cross_process_name_are_never_persisted() -> None:
