@@ -11,7 +11,9 @@ reduction whose helpers live in another module), built for gfx942 and gfx950: 60
 default. Rows: the first build on a local pool of 2 processes; the same build on a Dask
 ``LocalCluster`` of 2 single-thread worker processes (its own output directory; the index
 rows must equal the local ones); a rebuild with nothing changed (all reused); the rebuild
-after editing one helper of the reduction (only what reaches it is rebuilt).
+after editing one helper of the reduction (only what reaches it is rebuilt); then the same
+build with ``prune`` (``--prune``: the rows and artifacts of the helper's old version go),
+with the output directory's size before and after.
 """
 
 from __future__ import annotations
@@ -112,7 +114,25 @@ def main() -> int:
             lambda: build(spec, arches, work / "local", jobs=2, progress=False),
             results,
         )
-    summary = {"python": sys.version.split()[0], "rows": results, "dask_rows_equal_local": same}
+        before_bytes = _size(work / "local")
+        pruned = _timed(
+            "local pool: rebuild with --prune",
+            lambda: build(spec, arches, work / "local", jobs=2, progress=False, prune=True),
+            results,
+        ).pruned
+        after_bytes = _size(work / "local")
+    summary = {
+        "python": sys.version.split()[0],
+        "rows": results,
+        "dask_rows_equal_local": same,
+        "prune": {
+            "rows": pruned.rows,
+            "artifacts": pruned.artifacts,
+            "bytes": pruned.bytes,
+            "directory_bytes_before": before_bytes,
+            "directory_bytes_after": after_bytes,
+        },
+    }
     if opts.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return 0
@@ -126,8 +146,19 @@ def main() -> int:
     out += [
         f"| {k} | {v['seconds']:.1f} s | {v['built']} | {v['reused']} | {v['failed']} |" for k, v in results.items()
     ]
+    out += [
+        "",
+        f"--prune deleted {pruned.rows} index rows and {pruned.artifacts} artifacts "
+        f"({pruned.bytes / 2**20:.2f} MiB); the output directory went from {before_bytes / 2**20:.2f} MiB "
+        f"to {after_bytes / 2**20:.2f} MiB.",
+    ]
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _size(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (the index with its WAL, FlyDSL's artifacts)."""
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
 if __name__ == "__main__":

@@ -331,8 +331,12 @@ def build(
                 built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
             )
         bar.close()
+    from . import index
+
     _write_rows(out, [row for o in outcomes for row in o.rows])
     pruned = _prune(out, outcomes) if prune else None
+    with index.at(out):
+        index.compact(vacuum=pruned is not None and pruned.rows > 0)
     return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
 
 

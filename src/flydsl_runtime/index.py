@@ -504,6 +504,23 @@ def prune(keep: Collection[tuple[str, str]]) -> int:
     return len(gone)
 
 
+def compact(*, vacuum: bool = False) -> None:
+    """Fold the write-ahead log into the index file (at :func:`index_path`), and with
+    ``vacuum`` give back the pages deleted rows left: a directory an AOT build ships then
+    holds one self-contained file. A reader holding the log open only leaves it longer; a
+    failure is logged, never raised (the rows are written either way)."""
+    path = index_path()
+    if not path.exists():
+        return
+    try:
+        conn = _connect(path)
+        if vacuum:
+            conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as error:
+        log.warning("flydsl_runtime: persistent index %s not compacted: %s", path, error)
+
+
 # --- FlyDSL's disk key without re-hashing its toolchain --------------------------------
 
 

@@ -156,6 +156,8 @@ def test_prune_keeps_exactly_what_the_build_uses(project: Path) -> None:
     now = {p.name for p in (out / "flydsl").rglob("*.pkl")}
     assert len(_rows(out)) == 4 and len(now - {"notes.pkl"}) == 4 and keep.exists() and not stray.exists()
     assert len(now & artifacts) == 3  # the three reused specializations kept theirs
+    wal = out / f"{index.INDEX_NAME}-wal"  # folded into the index file: DIR ships as it is
+    assert not wal.exists() or wal.stat().st_size == 0
     assert _strict_traces(project, out, ALL_CALLS) == "0"
     again = build(spec, ["gfx942"], out, jobs=2, progress=False, prune=True)
     assert again.count("reused") == 4 and again.pruned == Pruned(0, 0, 0)
