@@ -27,7 +27,8 @@ to, as the workers report them (a Dask worker computes disk keys with its own to
 Everything else an earlier build left there (rows and artifacts of helpers since edited,
 of specializations the spec no longer yields, of another FlyDSL) is deleted. A build with
 a failed specialization prunes nothing: the row an earlier build made for it may be the
-only build of it. FlyDSL's ``.lock`` files are left in place (another process may hold one).
+only build of it; nor does a spec that gave no specializations (everything would go).
+FlyDSL's ``.lock`` files are left in place (another process may hold one).
 
 A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
 what to fix, before any work starts.
@@ -346,6 +347,8 @@ def _prune(out: Path, outcomes: Sequence[Outcome]) -> Pruned:
 
     from . import index
 
+    if not outcomes:  # everything would go: more likely a spec that lost its items than a wish
+        return Pruned(skipped="the spec gave no specializations (delete DIR to start over)")
     failed = sum(o.status == "failed" for o in outcomes)
     if failed:
         return Pruned(skipped=f"{failed} failed (the rows an earlier build made for them may be their only build)")

@@ -50,6 +50,10 @@ def broken():
 
 def not_pairs():
     yield vadd.vadd
+
+
+def nothing():
+    return []
 """
 
 
@@ -170,6 +174,9 @@ def test_prune_after_a_failed_specialization_deletes_nothing(project: Path) -> N
     broken = build(f"{project / 'spec.py'}:broken", ["gfx942"], out, jobs=1, progress=False, prune=True)
     assert broken.count("failed") == 1 and broken.pruned is not None
     assert broken.pruned.skipped.startswith("1 failed") and broken.lines()[-1].startswith("not pruned: 1 failed")
+    assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
+    empty = build(f"{project / 'spec.py'}:nothing", ["gfx942"], out, jobs=1, progress=False, prune=True)
+    assert empty.pruned is not None and "gave no specializations" in empty.pruned.skipped
     assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
     assert _strict_traces(project, out, ALL_CALLS) == "0"
 
