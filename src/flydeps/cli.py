@@ -101,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     aot_build.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     aot_build.add_argument("-v", "--verbose", action="store_true", help="log what the build does")
+    aot_list = aot_sub.add_parser("list", help="the specializations a built directory holds (reads only)")
+    aot_list.add_argument("dir", metavar="DIR", help="a directory an aot build wrote (its --out)")
+    aot_list.add_argument("--format", choices=("text", "json"), default="text")
+    aot_list.add_argument(
+        "--no-artifacts", action="store_true", help="do not look for each row's FlyDSL artifact (faster)"
+    )
+    aot_list.add_argument("-v", "--verbose", action="store_true", help="log what the listing does")
     return parser
 
 
@@ -378,7 +385,7 @@ def _run(argv: list[str]) -> int:
     if args.command == "migrate":
         return _cmd_migrate(args)
     if args.command == "aot":
-        return _cmd_aot_build(args)
+        return _cmd_aot_list(args) if args.aot_command == "list" else _cmd_aot_build(args)
     return _cmd_diff(args, after)
 
 
@@ -405,6 +412,32 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
         raise _UsageError(_shown(str(exc))) from None
     sys.stdout.write("\n".join(summary.lines()) + "\n")
     return EXIT_PROBLEMS if summary.failed else EXIT_OK
+
+
+def _cmd_aot_list(args: argparse.Namespace) -> int:
+    """``flydeps aot list DIR``: one line per specialization (or JSON); 1 when an artifact
+    is missing (a runtime would trace that specialization), 2 when DIR has no readable index."""
+    try:
+        from flydsl_runtime.aot import shipped
+        from flydsl_runtime.index import IndexReadError
+    except ImportError as exc:
+        raise _UsageError(f"flydeps aot list needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
+    try:
+        rows = shipped(Path(args.dir), check_artifacts=not args.no_artifacts)
+    except IndexReadError as exc:
+        raise _UsageError(f"flydeps aot list: {_shown(str(exc))}") from None
+    missing = sum(r.artifact is False for r in rows)
+    if args.format == "json":
+        import dataclasses
+        import json
+
+        sys.stdout.write(json.dumps([dataclasses.asdict(r) for r in rows], indent=2) + "\n")
+    else:
+        launchers = len({r.launcher for r in rows})
+        head = f"{args.dir}: {len(rows)} specializations of {launchers} launchers"
+        head += f", {missing} without their artifact" if missing else ""
+        sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
+    return EXIT_PROBLEMS if missing else EXIT_OK
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:

@@ -22,12 +22,13 @@ dicts (:func:`.index.key_parts`) in, human reasons out, most specific first.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from flydeps import settings
 from flydeps.errors import FlydepsError
 
-__all__ = ["AotMissError", "differences", "strict"]
+__all__ = ["AotMissError", "Shipped", "differences", "shipped", "strict"]
 
 
 class AotMissError(FlydepsError, RuntimeError):
@@ -146,6 +147,82 @@ def differences(
             if a != b:
                 reasons.append(f"{label} {a} -> {b}")
     return tuple(reasons)
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One specialization in a shipped directory (:func:`shipped`)."""
+
+    launcher: str
+    args: tuple[tuple[str, str], ...]  # (parameter, signature as text), in parameter order
+    arch: str
+    env: tuple[tuple[str, str], ...]  # code-gen variables with a value
+    reads: tuple[tuple[str, str | None], ...]  # os.environ reads of the trace: name, value (None: unset)
+    versions: tuple[str, ...]  # FlyDSL, flydeps, Python X.Y
+    created: float
+    ir_key: str
+    artifact: bool | None  # FlyDSL's artifact is in the directory (None: not checked)
+
+    def line(self) -> str:
+        args = ", ".join(f"{name}={text}" for name, text in self.args)
+        parts = [f"{self.launcher}({args}) [{self.arch}]"]
+        if self.env:
+            parts.append("env " + " ".join(f"{k}={v!r}" for k, v in self.env))
+        if self.reads:
+            parts.append("reads " + " ".join(f"{k}={'<unset>' if v is None else repr(v)}" for k, v in self.reads))
+        versions = dict(zip(("FlyDSL", "flydeps", "Python"), self.versions))
+        parts.append(" ".join(f"{k} {v}" for k, v in versions.items()))
+        parts.append(f"built {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.created))}")
+        if self.artifact is not None:
+            parts.append("artifact ok" if self.artifact else "artifact MISSING (a runtime would trace this one)")
+        return ", ".join(parts)
+
+
+def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
+    """The specializations the index in ``directory`` holds, by launcher, then newest first.
+
+    ``check_artifacts``: look for each row's FlyDSL artifact as a runtime with *this*
+    FlyDSL would (its disk key namespaces the IR key by the current toolchain; the artifact
+    in ``directory/flydsl/<function>/``). Reads only: no row, artifact or toolchain entry is
+    written (SQLite may create its ``-shm``/``-wal`` side files beside the index, as any
+    reader of a WAL-mode database does, and removes them when it can).
+    Raises :class:`.index.IndexReadError` naming the file when there is no readable index."""
+    import json
+
+    from . import index
+
+    rows = index.read_rows(Path(directory) / index.INDEX_NAME)
+    present: set[str] | None = None
+    toolchain = ""
+    if check_artifacts:
+        toolchain = index._compute_toolchain_key()  # FlyDSL's own, not remembered in any index: no write
+        present = {p.stem for p in (Path(directory) / "flydsl").glob("*/*.pkl")}
+    out = []
+    for _key, reads_text, launcher, ir_key, created, _python, detail_text in rows:
+        try:
+            detail = json.loads(detail_text)
+            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+        except (ValueError, TypeError):
+            detail, reads = {}, ()
+        if not isinstance(detail, dict):
+            detail = {}
+        args = detail.get("args") if isinstance(detail.get("args"), dict) else {}
+        env = detail.get("env") if isinstance(detail.get("env"), dict) else {}
+        artifact = index.disk_key_with(toolchain, ir_key) in present if present is not None else None
+        out.append(
+            Shipped(
+                launcher,
+                tuple((str(name), _text(sig)) for name, sig in args.items()),  # type: ignore[union-attr]
+                str(detail.get("arch", "?")),
+                tuple(sorted((str(k), str(v)) for k, v in env.items() if v not in ("", None))),  # type: ignore[union-attr]
+                reads,
+                tuple(str(v) for v in detail.get("versions") or ()),
+                created,
+                ir_key,
+                artifact,
+            )
+        )
+    return sorted(out, key=lambda s: (s.launcher, -s.created))
 
 
 def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> AotMissError:

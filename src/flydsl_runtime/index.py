@@ -63,13 +63,19 @@ from blake3 import blake3
 
 from flydeps import settings
 from flydeps._environ import EnvReads
+from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
 
 __all__ = [
     "INDEX_NAME",
+    "IndexReadError",
     "Row",
+    "Uses",
     "at",
+    "collect_uses",
+    "compact",
     "disk_key",
+    "disk_key_with",
     "enabled",
     "index_path",
     "key_or_reason",
@@ -77,7 +83,11 @@ __all__ = [
     "launcher_rows",
     "lookup",
     "persistent_key",
+    "prune",
+    "read_rows",
+    "reads_json",
     "record",
+    "stop_collecting",
     "toolchain_key",
 ]
 
@@ -504,6 +514,30 @@ def prune(keep: Collection[tuple[str, str]]) -> int:
     return len(gone)
 
 
+class IndexReadError(FlydepsError, RuntimeError):
+    """An index file that :func:`read_rows` cannot read (missing, not SQLite, damaged)."""
+
+
+def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
+    """Every row of the index file ``path`` as ``(key, env_reads JSON, launcher, ir_key,
+    created, python, detail JSON)``, opened read-only: no table is created or migrated and a
+    damaged file is not set aside (for listings; a runtime's :func:`lookup` treats a damaged
+    file as a miss). Raises :class:`IndexReadError` naming the file."""
+    if not path.is_file():
+        raise IndexReadError(f"{path}: no persistent index there (an AOT build writes {INDEX_NAME} into its --out DIR)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            rows = conn.execute(
+                "SELECT key, env_reads, launcher, ir_key, created, python, detail FROM specializations"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as error:
+        raise IndexReadError(f"{path}: not a readable persistent index ({error})") from None
+    return [(str(k), str(r), str(n), str(i), float(c), str(py), str(d)) for k, r, n, i, c, py, d in rows]
+
+
 def compact(*, vacuum: bool = False) -> None:
     """Fold the write-ahead log into the index file (at :func:`index_path`), and with
     ``vacuum`` give back the pages deleted rows left: a directory an AOT build ships then
@@ -652,9 +686,14 @@ def toolchain_key() -> str:
 def disk_key(ir_key: str) -> str:
     """FlyDSL's disk-cache key of an artifact (``jit_function._disk_cache_key``: its IR key
     namespaced by the toolchain key), with the toolchain key from :func:`toolchain_key`."""
-    import hashlib
-
-    key = hashlib.sha256(f"{toolchain_key()}\n{ir_key}".encode()).hexdigest()
+    key = disk_key_with(toolchain_key(), ir_key)
     if _uses is not None:
         _uses.artifacts.append(key)
     return key
+
+
+def disk_key_with(toolchain: str, ir_key: str) -> str:
+    """FlyDSL's disk-cache key of ``ir_key`` under the toolchain key ``toolchain``."""
+    import hashlib
+
+    return hashlib.sha256(f"{toolchain}\n{ir_key}".encode()).hexdigest()

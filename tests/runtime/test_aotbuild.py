@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("flydsl")
 
 from flydsl_runtime import index  # noqa: E402
+from flydsl_runtime.aot import shipped  # noqa: E402
 from flydsl_runtime.aotbuild import Pruned, SpecError, build  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -179,6 +180,43 @@ def test_prune_after_a_failed_specialization_deletes_nothing(project: Path) -> N
     assert empty.pruned is not None and "gave no specializations" in empty.pruned.skipped
     assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
     assert _strict_traces(project, out, ALL_CALLS) == "0"
+
+
+def test_aot_list_names_every_shipped_specialization_and_missing_artifacts(project: Path) -> None:
+    """``aot list`` against the build's own outcomes: one entry per row with its launcher,
+    arguments and arch; an artifact deleted from DIR is reported missing (exit 1), and the
+    index is not written."""
+    out = project / "out"
+    summary = build(f"{project / 'spec.py'}:specializations", ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    listed = shipped(out)
+    assert len(listed) == len(summary.outcomes) == 8 and all(r.artifact for r in listed)
+    package = next(project.glob("fdkaot_*")).name
+    names = ["reduce.partial_sum", "vadd.axpy", "vadd.vadd"]
+    assert sorted({r.launcher for r in listed}) == [f"{package}.{name}" for name in names]
+    assert sorted(r.arch for r in listed) == ["gfx942"] * 4 + ["gfx950"] * 4
+    factors = sorted(dict(r.args)["factor"] for r in listed if r.launcher.endswith("axpy"))
+    assert factors == ["(int, 2)", "(int, 2)", "(int, 3)", "(int, 3)"]
+    assert all(r.versions[0] == __import__("flydsl").__version__ for r in listed)
+    gone = next((out / "flydsl").rglob("*.pkl"))
+    gone.unlink()
+    before = (out / index.INDEX_NAME).read_bytes()
+    command = [sys.executable, "-m", "flydeps", "aot", "list", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == f"{out}: 8 specializations of 3 launchers, 1 without their artifact" and len(lines) == 9
+    assert sum("artifact MISSING" in line for line in lines) == 1
+    assert (out / index.INDEX_NAME).read_bytes() == before
+    as_json = subprocess.run([*command, "--format", "json", "--no-artifacts"], capture_output=True, text=True)
+    assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 8
+    assert all(entry["artifact"] is None for entry in json.loads(as_json.stdout))
+    (project / "junk").mkdir()
+    (project / "junk" / index.INDEX_NAME).write_bytes(b"not sqlite")
+    for where, why in [(project / "nowhere", "no persistent index there"), (project / "junk", "not a readable")]:
+        bad = subprocess.run([*command[:-1], str(where)], capture_output=True, text=True, timeout=300)
+        assert bad.returncode == 2 and why in bad.stderr and str(where) in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    assert (project / "junk" / index.INDEX_NAME).read_bytes() == b"not sqlite"  # left as it was
 
 
 def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
