@@ -40,6 +40,12 @@ Every failure of the store — unreadable, corrupt, truncated, locked for too lo
 writable — is a miss or a skipped write with one warning on the ``flydsl_runtime`` logger
 naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
 started. Nothing here raises into a launcher call.
+
+For AOT builds (:mod:`.aotbuild`): :func:`defer_writes` collects a worker's rows for the
+parent (the one writer), :func:`collect_uses` notes the rows a worker was served and the
+artifacts it touched, :func:`prune` deletes the rows a build did not use, :func:`compact`
+folds the write-ahead log into the file; :func:`read_rows` reads a file read-only for
+listings (``flydeps aot list``) and raises :class:`IndexReadError` naming it.
 """
 
 from __future__ import annotations
