@@ -41,7 +41,7 @@ class AotMissError(FlydepsError, RuntimeError):
             f"FLYDEPS_AOT=strict: {launcher}() has no shipped specialization for this call in {index} "
             f"({why}{detail}). Build this specialization into the shipped cache (run the call once "
             "with COMPILE_ONLY=1 and FLYDEPS_CACHE_DIR / FLYDSL_RUNTIME_CACHE_DIR pointing at it), "
-            "or unset FLYDEPS_AOT to trace on a miss."
+            f"or unset FLYDEPS_AOT to trace on a miss; `flydeps aot list {index.parent}` shows what it holds."
         )
 
 

@@ -408,6 +408,7 @@ def test_strict_aot_serves_shipped_calls_and_names_what_differs(repo: Repo) -> N
     assert f"helper {repo.name}.reduce_helpers:combine (" in message and "reduce_helpers.py:" in message
     assert "argument" not in message and "arch" not in message and "env " not in message
     assert str(repo.index) in message and "nearest shipped specialization" in message
+    assert f"flydeps aot list {repo.index.parent}" in message  # where to see what is shipped
 
 
 def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
