@@ -4,6 +4,7 @@
     python tests/oracle/run.py --fast                # the stratified CI subset
     python tests/oracle/run.py --kind "closure cell" --subject softmax -v
     python tests/oracle/run.py --list                # the plan only, nothing compiled
+    python tests/oracle/run.py --fast --per-kind 3 --new-process   # also in new processes
 
 Contract
 --------
@@ -127,6 +128,9 @@ def summary(outcomes: list[Outcome], control: list[Outcome]) -> tuple[bool, str]
     # The control is missed in memory and, by the fresh-start step, from the persistent index:
     # both checks must see it, or the check itself is blind.
     caught = all(o.verdict == "STALE" and o.facts.get("fresh_stale") for o in control)
+    # ... and, with --new-process, by a new process loading the unmutated copy's row.
+    caught = caught and all(o.facts["new_process"].get("stale") for o in control if "new_process" in o.facts)
+    processes = [o.facts["new_process"] for o in outcomes if "new_process" in o.facts]
     ok = counts["STALE"] == 0 and counts["ERROR"] == 0 and share(neutral) <= WASTED_LIMIT and caught
     text = (
         f"{len(outcomes)} mutations ({counted} counted, {counts['INVALID']} invalid): STALE {counts['STALE']}, "
@@ -136,7 +140,13 @@ def summary(outcomes: list[Outcome], control: list[Outcome]) -> tuple[bool, str]
         f"RAISED {counts['RAISED']}, ERROR {counts['ERROR']}; "
         f"fresh starts served from the persistent index {sum(bool(o.facts.get('fresh_loaded')) for o in outcomes)} "
         "(their IR compared with the fresh trace's); "
-        f"control (computed getattr) STALE {sum(o.verdict == 'STALE' for o in control)}/{len(control)}, "
+        + (
+            f"new processes after the mutation {len(processes)}, {sum(bool(f.get('loaded')) for f in processes)} "
+            f"of them served from the index, {sum(bool(f.get('stale')) for f in processes)} stale; "
+            if processes
+            else ""
+        )
+        + f"control (computed getattr) STALE {sum(o.verdict == 'STALE' for o in control)}/{len(control)}, "
         f"and from the index at a fresh start {sum(bool(o.facts.get('fresh_stale')) for o in control)}/{len(control)}"
     )
     return ok, text
@@ -155,6 +165,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=40, help="mutations per worker process (default 40)")
     p.add_argument("--json", type=Path, help="also write every outcome to this JSON-lines file")
     p.add_argument("-v", "--verbose", action="store_true", help="list every mutation, not only the failures")
+    p.add_argument(
+        "--new-process",
+        action="store_true",
+        help="also run each mutation a new process reproduces (file edits, reloads, environment variables, "
+        "arguments) in new processes: one on the unmutated copy, one after the mutation (~7 s more each)",
+    )
     args = p.parse_args(argv)
     for name in args.subject:
         if name not in BY_NAME:
@@ -186,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="flydeps-oracle-plan-") as tmp:
         os.environ["FLYDSL_RUNTIME_CACHE_DIR"] = str(Path(tmp) / "flydsl-cache")
         os.environ["FLYDEPS_CACHE_DIR"] = str(Path(tmp) / "flydeps-cache")  # the persistent index
+        if args.new_process:  # read by the workers (tests/oracle/worker.py, _new_process)
+            os.environ["FLYDEPS_ORACLE_NEW_PROCESS"] = "1"
         plan_path = Path(tmp) / "plan.json"
         plan = make_plan(plan_path)
         try:

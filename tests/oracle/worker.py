@@ -23,6 +23,14 @@ restore must give the baseline IR again. Per mutation (:func:`run_one`):
    that step 2 or 3 served from the persistent index with another IR is STALE; one they
    traced with another IR, or a fresh start that raised, is ERROR;
 5. restore, and check a fresh trace gives the baseline IR again.
+
+With ``FLYDEPS_ORACLE_NEW_PROCESS=1`` (``run.py --new-process``), a mutation a new process
+can reproduce (a file edit, a reload, an environment variable, an argument) also runs in
+two new processes (``worker.py fresh``): one on the unmutated copy before step 1, whose row
+is keyed by the state any new process has, and one after the mutation, which imports the
+edited copy, finds that index, makes the call and then its own fresh plain trace. Its IR
+must be that trace's: loaded from the index with other IR is STALE, traced with other IR,
+or failing, ERROR. The control must come out stale there too.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -257,16 +266,70 @@ def _truth(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) ->
 
 # What a launcher logs when it serves a call from the persistent index (flydsl_runtime.jit).
 _LOADED = "loaded from the persistent index"
+# Mutations a new process reproduces from the files and the environment alone (a file edit,
+# a reload, an environment variable, an argument): with FLYDEPS_ORACLE_NEW_PROCESS=1 each is
+# also run in a new process that imports the edited copy and finds the persistent index.
+NEW_PROCESS_OPS = frozenset({"edit", "reload", "env", "args"})
 
 
-def run_one(m: Mutation, scratch: Path) -> Outcome:
+def _new_process(m: Mutation, pkg: PackageCopy, plan: tuple[Path, int], *, mutated: bool) -> subprocess.Popen | None:
+    """Start the call in a new process (:func:`fresh_main`; read it with
+    :func:`_new_process_facts`), or None when not asked for (``FLYDEPS_ORACLE_NEW_PROCESS``)."""
+    if os.environ.get("FLYDEPS_ORACLE_NEW_PROCESS") != "1":
+        return None
+    mode = "mutated" if mutated else "baseline"
+    command = [sys.executable, str(Path(__file__).resolve()), "fresh", mode, str(plan[0]), str(plan[1]), str(pkg.root)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _new_process_facts(proc: subprocess.Popen | None) -> dict | None:
+    """The new process's facts: the IR it ran, whether it loaded it from the persistent
+    index, the IR of its own fresh trace, ``stale`` when they differ; or ``{"error"}``."""
+    if proc is None:
+        return None
+    out, err = proc.communicate(timeout=600)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit {proc.returncode}: {err.strip()[-300:]}"}
+    facts: dict = json.loads(lines[-1])
+    return facts
+
+
+def fresh_main(mode: str, plan_path: Path, position: int, root: Path) -> dict:
+    """In a new process: import the package copy at ``root`` as it is on disk, with the
+    persistent index as earlier processes left it, make mutation ``position``'s call
+    (``mode`` ``baseline``: the call before the mutation, which writes the row a later
+    process may load; ``mutated``: with its argument, the files and environment the parent
+    holds mutated), then a fresh plain trace of the same call:
+    ``{"ir", "loaded", "truth", "stale", "why"}`` or ``{"error"}``."""
+    m = [mutation_from_json(d) for d in json.loads(plan_path.read_text())][position]
+    sys.path.insert(0, str(root.parent))
+    pkg = PackageCopy.__new__(PackageCopy)
+    pkg.name, pkg.root, pkg._mtime_step, pkg._names = root.name, root, 0, None
+    subject = BY_NAME[m.subject]
+    overrides = {m.payload[0]: value_of(m.payload[1])} if m.op == "args" and mode == "mutated" else {}
+    args, kwargs = call_args(subject, {**{k: value_of(v) for k, v in m.base_args}, **overrides})
+    with env_applied(m.base_env):  # as the parent holds it (and, mutated, the mutation's own)
+        call, launcher, bound_self = pkg.resolve_subject(subject)
+        decision, why = _decide(call, launcher, args, kwargs)
+        if decision != "retrace":
+            return {"error": f"the first call in a new process {decision}: {why}"[:400]}
+        ir = launcher.entries()[-1].ir_key
+        truth, note = _truth(launcher, bound_self, args, kwargs)
+    if truth is None:
+        return {"error": f"its fresh trace failed: {note}"}
+    return {"ir": ir, "loaded": _LOADED in why, "truth": truth, "stale": ir != truth, "why": why[:300]}
+
+
+def run_one(m: Mutation, scratch: Path, plan: tuple[Path, int] | None = None) -> Outcome:
+    """``plan``: (plan file, this mutation's position), for the new-process step."""
     started = time.perf_counter()
     pkg = PackageCopy(scratch)
     sys.path.insert(0, str(scratch))
     environ = dict(os.environ)
     try:
         with env_applied(m.base_env):
-            outcome = _run(m, pkg, started)
+            outcome = _run(m, pkg, started, plan)
         if dict(os.environ) != environ:
             return Outcome(m, "ERROR", outcome.decision, note="the environment was not restored exactly")
         return outcome
@@ -278,12 +341,16 @@ def run_one(m: Mutation, scratch: Path) -> Outcome:
         pkg.drop()
 
 
-def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
+def _run(m: Mutation, pkg: PackageCopy, started: float, plan: tuple[Path, int] | None = None) -> Outcome:
     subject = BY_NAME[m.subject]
     base_kwargs = {k: value_of(v) for k, v in m.base_args}
     args, kwargs = call_args(subject, base_kwargs)
     call, launcher, bound_self = pkg.resolve_subject(subject)
     ran: set[tuple[str, int]] = set()
+    eligible = plan is not None and m.op in NEW_PROCESS_OPS
+    # A new process on the unmutated copy first: the row it writes is keyed by the state a
+    # new process has (this process's own traces write memos its rows' keys then cover).
+    before_process = _new_process(m, pkg, plan, mutated=False) if eligible else None  # type: ignore[arg-type]
     if m.kind in LINE_EDIT_KINDS:  # its own trace: a trace function changes debug-info locations
         with lines_run(pkg.root) as ran:
             truth_key(launcher, bound_self, args, kwargs)
@@ -293,6 +360,7 @@ def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
     if first != "retrace" or warm != "hit" or launcher.entries()[0].ir_key != base:
         why = f"baseline unstable: first call {first} {note}, warm call {warm} {warm_note}"
         return Outcome(m, "ERROR", decision=warm, note=why, seconds=time.perf_counter() - started)
+    baseline_process = _new_process_facts(before_process)
     with applied(m, pkg) as overrides:
         m_args, m_kwargs = call_args(subject, {**base_kwargs, **overrides})
         before = set(map(id, launcher.entries()))
@@ -304,8 +372,9 @@ def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
         fresh, fresh_why = _decide(call, launcher, m_args, m_kwargs)
         fresh_added = [e.ir_key for e in launcher.entries()]
         truth, truth_note = _truth(launcher, bound_self, m_args, m_kwargs)
+        new_process = _new_process_facts(_new_process(m, pkg, plan, mutated=True) if eligible else None)  # type: ignore[arg-type]
     restored, restore_note = _truth(launcher, bound_self, args, kwargs)
-    facts = {
+    facts: dict[str, object] = {
         "base": base,
         "truth": truth,
         "restored": restored,
@@ -315,6 +384,8 @@ def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
         # the fresh start ran IR a fresh trace does not give (the control subject must)
         "fresh_stale": truth is not None and any(ir != truth for ir in fresh_added),
     }
+    if new_process is not None:
+        facts["new_process"], facts["baseline_process"] = new_process, baseline_process
     changed = truth is not None and truth != base
     result = verdict(decision, ir_changed=changed, truth_failed=truth is None, user_data=is_user_data(m))
     note = (why or truth_note)[:600]
@@ -333,6 +404,17 @@ def _run(m: Mutation, pkg: PackageCopy, started: float) -> Outcome:
                 note += f", a fresh trace gives {truth[:10]}"
             else:
                 result, note = "ERROR", "a fresh start traced another IR key than a fresh FlyDSL trace"
+    if new_process is not None and truth is not None and result != "STALE":
+        if baseline_process is None or baseline_process.get("error") or baseline_process["stale"]:
+            result, note = "ERROR", f"the new process on the unmutated copy: {baseline_process}"[:600]
+        elif new_process.get("error"):
+            result, note = "ERROR", f"a new process in the mutated state failed: {new_process['error']}"[:600]
+        elif new_process["stale"]:
+            result = "STALE" if new_process["loaded"] else "ERROR"
+            note = (
+                f"a new process {'loaded' if new_process['loaded'] else 'traced'} IR {new_process['ir'][:10]}, "
+                f"its own fresh trace gives {new_process['truth'][:10]}"
+            )
     if restored != base:
         result, note = "ERROR", f"restore was not exact: fresh trace after restore gives {restored} {restore_note}"
     return Outcome(m, result, decision, changed, note, time.perf_counter() - started, facts)
@@ -360,9 +442,16 @@ def main(argv: list[str]) -> int:
         if argv[:1] == ["run"] and len(argv) >= 2:
             plan = [mutation_from_json(d) for d in json.loads(Path(argv[1]).read_text())]
             for index in argv[2:]:
-                print(outcome_to_json(run_one(plan[int(index)], scratch)), flush=True)
+                print(outcome_to_json(run_one(plan[int(index)], scratch, (Path(argv[1]), int(index)))), flush=True)
             return 0
-        print("usage: worker.py plan OUT.json | worker.py run PLAN.json INDEX...", file=sys.stderr)
+        if argv[:1] == ["fresh"] and len(argv) == 5 and argv[1] in ("baseline", "mutated"):
+            print(json.dumps(fresh_main(argv[1], Path(argv[2]), int(argv[3]), Path(argv[4]))), flush=True)
+            return 0
+        print(
+            "usage: worker.py plan OUT.json | worker.py run PLAN.json INDEX... "
+            "| worker.py fresh baseline|mutated PLAN.json INDEX ROOT",
+            file=sys.stderr,
+        )
         return 2
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
