@@ -390,7 +390,8 @@ def _run(argv: list[str]) -> int:
 
 
 def _cmd_aot_build(args: argparse.Namespace) -> int:
-    """``flydeps aot build``: the summary on stdout; 1 when a specialization failed."""
+    """``flydeps aot build``: the summary on stdout; 1 when a specialization failed or
+    ``--prune`` could not prune."""
     if args.jobs is not None and args.jobs < 1:
         raise _UsageError(f"flydeps aot build: --jobs must be at least 1, got {args.jobs}")
     try:
@@ -411,7 +412,8 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None
     sys.stdout.write("\n".join(summary.lines()) + "\n")
-    return EXIT_PROBLEMS if summary.failed else EXIT_OK
+    unpruned = summary.pruned is not None and bool(summary.pruned.skipped)  # asked for, not done
+    return EXIT_PROBLEMS if summary.failed or unpruned else EXIT_OK
 
 
 def _cmd_aot_list(args: argparse.Namespace) -> int:

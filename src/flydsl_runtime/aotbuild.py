@@ -41,6 +41,7 @@ import importlib.util
 import logging
 import multiprocessing
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -358,8 +359,11 @@ def _prune(out: Path, outcomes: Sequence[Outcome]) -> Pruned:
             reads = index.reads_json(EnvReads(values, listed))
             if reads is not None:
                 keep.add((key, reads))
-    with index.at(out):
-        rows = index.prune(keep)  # type: ignore[arg-type]
+    try:
+        with index.at(out):
+            rows = index.prune(keep)  # type: ignore[arg-type]
+    except sqlite3.Error as error:  # rolled back: every row and artifact is still there
+        return Pruned(skipped=f"the index in {out} could not be pruned ({error})")
     artifacts = {key for o in outcomes for key in o.used[1]}
     count = size = 0
     for pkl in sorted((out / "flydsl").glob("*/*.pkl")):

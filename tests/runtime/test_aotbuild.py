@@ -176,6 +176,14 @@ def test_prune_after_a_failed_specialization_deletes_nothing(project: Path) -> N
     assert broken.count("failed") == 1 and broken.pruned is not None
     assert broken.pruned.skipped.startswith("1 failed") and broken.lines()[-1].startswith("not pruned: 1 failed")
     assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
+    def locked(keep: object) -> int:
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.MonkeyPatch.context() as patch:  # another writer held the index past the timeout
+        patch.setattr(index, "prune", locked)
+        busy = build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False, prune=True)
+    assert busy.pruned is not None and "could not be pruned (database is locked)" in busy.pruned.skipped
+    assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
     empty = build(f"{project / 'spec.py'}:nothing", ["gfx942"], out, jobs=1, progress=False, prune=True)
     assert empty.pruned is not None and "gave no specializations" in empty.pruned.skipped
     assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
@@ -262,6 +270,10 @@ def test_cli_summary_and_exit_codes(project: Path) -> None:
         f"aot build into {project / 'out'}: 0 built, 4 reused, 0 failed (of 4)",
         "pruned 0 index rows and 0 artifacts (0.0 MiB) that no specialization of this build uses",
     ]
+    nothing = [*command[:-1], f"{project / 'spec.py'}:nothing", "--arch", "gfx942", "--out", str(project / "out")]
+    unpruned = subprocess.run([*nothing, "--no-progress", "--prune"], capture_output=True, text=True, timeout=600)
+    assert unpruned.returncode == 1 and "not pruned: the spec gave no specializations" in unpruned.stdout
+    assert len(_rows(project / "out")) == 4  # nothing went
     bad = subprocess.run([*command[:-1], "spec.py", "--arch", "gfx942", "--out", "x"], capture_output=True, text=True)
     assert bad.returncode == 2 and "does not end in ':function'" in bad.stderr and "Traceback" not in bad.stderr
     odd = project / "odd\nname.py"
