@@ -201,20 +201,21 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
     for _key, reads_text, launcher, ir_key, created, _python, detail_text in rows:
         try:
             detail = json.loads(detail_text)
-            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+            reads = index.parse_reads(reads_text)
         except (ValueError, TypeError):
             detail, reads = {}, ()
         if not isinstance(detail, dict):
             detail = {}
-        args = detail.get("args") if isinstance(detail.get("args"), dict) else {}
-        env = detail.get("env") if isinstance(detail.get("env"), dict) else {}
+        args, env = detail.get("args"), detail.get("env")
+        args = args if isinstance(args, dict) else {}
+        env = env if isinstance(env, dict) else {}
         artifact = index.disk_key_with(toolchain, ir_key) in present if present is not None else None
         out.append(
             Shipped(
                 launcher,
-                tuple((str(name), _text(sig)) for name, sig in args.items()),  # type: ignore[union-attr]
+                tuple((str(name), _text(sig)) for name, sig in args.items()),
                 str(detail.get("arch", "?")),
-                tuple(sorted((str(k), str(v)) for k, v in env.items() if v not in ("", None))),  # type: ignore[union-attr]
+                tuple(sorted((str(k), str(v)) for k, v in env.items() if v not in ("", None))),
                 reads,
                 tuple(str(v) for v in detail.get("versions") or ()),
                 created,

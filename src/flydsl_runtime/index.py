@@ -88,6 +88,7 @@ __all__ = [
     "key_parts",
     "launcher_rows",
     "lookup",
+    "parse_reads",
     "persistent_key",
     "prune",
     "read_rows",
@@ -360,6 +361,12 @@ def _is_corruption(error: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+def parse_reads(text: str) -> tuple[tuple[str, str | None], ...]:
+    """A row's ``env_reads`` JSON as ``((name, value or None for unset), ...)``; raises
+    ``ValueError``/``TypeError`` for text this version cannot read."""
+    return tuple((str(n), None if v is None else str(v)) for n, v in json.loads(text))
+
+
 def reads_json(reads: EnvReads) -> str | None:
     if reads.listed is not None:
         return None  # the trace listed the whole environment: not persisted
@@ -386,7 +393,7 @@ def lookup(key: str) -> Row | None:
         return None
     for reads_text, launcher, ir_key in rows:
         try:
-            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+            reads = parse_reads(reads_text)
         except (ValueError, TypeError):
             continue  # a row this version cannot read: never applies
         if all(os.environ.get(name) == value for name, value in reads):
@@ -416,7 +423,7 @@ def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...
     out = []
     for reads_text, detail_text, created in rows:
         try:
-            reads = tuple((str(n), None if v is None else str(v)) for n, v in json.loads(reads_text))
+            reads = parse_reads(reads_text)
             detail = json.loads(detail_text)
         except (ValueError, TypeError):
             continue

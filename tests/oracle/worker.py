@@ -272,10 +272,13 @@ _LOADED = "loaded from the persistent index"
 NEW_PROCESS_OPS = frozenset({"edit", "reload", "env", "args"})
 
 
-def _new_process(m: Mutation, pkg: PackageCopy, plan: tuple[Path, int], *, mutated: bool) -> subprocess.Popen | None:
+def _new_process(
+    m: Mutation, pkg: PackageCopy, plan: tuple[Path, int] | None, *, mutated: bool
+) -> subprocess.Popen | None:
     """Start the call in a new process (:func:`fresh_main`; read it with
-    :func:`_new_process_facts`), or None when not asked for (``FLYDEPS_ORACLE_NEW_PROCESS``)."""
-    if os.environ.get("FLYDEPS_ORACLE_NEW_PROCESS") != "1":
+    :func:`_new_process_facts`), or None when not asked for (``FLYDEPS_ORACLE_NEW_PROCESS``)
+    or when a new process cannot reproduce ``m`` (``NEW_PROCESS_OPS``)."""
+    if plan is None or m.op not in NEW_PROCESS_OPS or os.environ.get("FLYDEPS_ORACLE_NEW_PROCESS") != "1":
         return None
     mode = "mutated" if mutated else "baseline"
     command = [sys.executable, str(Path(__file__).resolve()), "fresh", mode, str(plan[0]), str(plan[1]), str(pkg.root)]
@@ -347,10 +350,9 @@ def _run(m: Mutation, pkg: PackageCopy, started: float, plan: tuple[Path, int] |
     args, kwargs = call_args(subject, base_kwargs)
     call, launcher, bound_self = pkg.resolve_subject(subject)
     ran: set[tuple[str, int]] = set()
-    eligible = plan is not None and m.op in NEW_PROCESS_OPS
     # A new process on the unmutated copy first: the row it writes is keyed by the state a
     # new process has (this process's own traces write memos its rows' keys then cover).
-    before_process = _new_process(m, pkg, plan, mutated=False) if eligible else None  # type: ignore[arg-type]
+    before_process = _new_process(m, pkg, plan, mutated=False)
     if m.kind in LINE_EDIT_KINDS:  # its own trace: a trace function changes debug-info locations
         with lines_run(pkg.root) as ran:
             truth_key(launcher, bound_self, args, kwargs)
@@ -372,7 +374,7 @@ def _run(m: Mutation, pkg: PackageCopy, started: float, plan: tuple[Path, int] |
         fresh, fresh_why = _decide(call, launcher, m_args, m_kwargs)
         fresh_added = [e.ir_key for e in launcher.entries()]
         truth, truth_note = _truth(launcher, bound_self, m_args, m_kwargs)
-        new_process = _new_process_facts(_new_process(m, pkg, plan, mutated=True) if eligible else None)  # type: ignore[arg-type]
+        new_process = _new_process_facts(_new_process(m, pkg, plan, mutated=True))
     restored, restore_note = _truth(launcher, bound_self, args, kwargs)
     facts: dict[str, object] = {
         "base": base,
