@@ -235,7 +235,12 @@ def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> 
     path = index.index_path()
     if now is None:
         return AotMissError(launcher, path, f"this call cannot be served from an index: {why_unpersistable}")
-    rows = index.launcher_rows(launcher)
+    if not path.exists():
+        return AotMissError(launcher, path, "there is no index there")
+    try:
+        rows = index.launcher_rows(launcher)
+    except index.IndexReadError as error:
+        return AotMissError(launcher, path, f"the index cannot be read: {str(error).removeprefix(f'{path}: ')}")
     if not rows:
         return AotMissError(launcher, path, "the index has no specialization of this launcher")
     live = dict(os.environ)

@@ -246,6 +246,7 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
     finally:
         index.stop_deferring()
         index.stop_collecting()
+        index.close()  # a Dask worker lives on: the build leaves the index in rollback-journal mode
     status = "built" if _traces[0] > before else "reused"
     # EnvReads carry a generated check: they cross the process boundary as plain data.
     plain = tuple((k, name, ir, (r.values, r.listed), detail, rep) for k, name, ir, r, detail, rep in rows)

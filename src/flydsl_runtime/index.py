@@ -39,7 +39,10 @@ variable it lists still has the value the trace read (a different value is anoth
 Every failure of the store — unreadable, corrupt, truncated, locked for too long, not
 writable — is a miss or a skipped write with one warning on the ``flydsl_runtime`` logger
 naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
-started. Nothing here raises into a launcher call.
+started. Nothing here raises into a launcher call. Where this process cannot write (the
+directory or file is not writable: another user's, a read-only mount) the file is opened
+read-only (:func:`_open_read_only`) and no row is written; :func:`compact` leaves a shipped
+file in rollback-journal mode so that works with SQLite's locks anywhere.
 
 For AOT builds (:mod:`.aotbuild`): :func:`defer_writes` collects a worker's rows for the
 parent (the one writer), :func:`collect_uses` notes the rows a worker was served and the
@@ -78,6 +81,7 @@ __all__ = [
     "Row",
     "Uses",
     "at",
+    "close",
     "collect_uses",
     "compact",
     "disk_key",
@@ -91,11 +95,13 @@ __all__ = [
     "parse_reads",
     "persistent_key",
     "prune",
+    "read_only",
     "read_rows",
     "reads_json",
     "record",
     "stop_collecting",
     "toolchain_key",
+    "writable",
 ]
 
 log = logging.getLogger("flydsl_runtime")
@@ -310,28 +316,123 @@ _connections: dict[tuple[Path, int], sqlite3.Connection] = {}
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    """One connection per file and thread (sqlite3 connections are not shared across threads)."""
+    """One connection per file and thread (sqlite3 connections are not shared across threads).
+
+    Where this process cannot write (the directory, or the file, is not writable: a shipped
+    directory owned by another user, a read-only mount) the file is opened read-only
+    (:func:`_open_read_only`): rows are read, none is written (:func:`read_only` says so)."""
     key = (path, threading.get_ident())
     with _lock:
         conn = _connections.get(key)
         if conn is not None:
             return conn
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA synchronous=NORMAL")
-        # WAL mode and the tables persist in the file: set up once, marked by user_version.
-        if conn.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
-            conn.execute("PRAGMA journal_mode=WAL")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-    except sqlite3.Error:
-        conn.close()
-        raise
+    if _can_write(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            # WAL mode and the tables persist in the file: set up once, marked by user_version
+            # (0 again in a file compact() shipped in rollback-journal mode).
+            if conn.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
+                conn.execute("PRAGMA journal_mode=WAL")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        except sqlite3.Error:
+            conn.close()
+            raise
+    else:
+        with _lock:
+            _read_only.add(path)  # whether or not it can be read: no row is written here
+        conn = _open_read_only(path)
     with _lock:
         _connections[key] = conn
     return conn
+
+
+# Index files this process opened read-only (it cannot write where they are).
+_read_only: set[Path] = set()
+
+
+def read_only(path: Path) -> bool:
+    """True when this process reads the index file ``path`` without writing it (:func:`_connect`
+    found it cannot write there)."""
+    return path in _read_only
+
+
+def _can_write(path: Path) -> bool:
+    """The index at ``path`` can be created or written by this process: its directory is
+    writable (:func:`writable`), and so is the file where it exists."""
+    return writable(path.parent) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def writable(directory: Path) -> bool:
+    """This process can create files in ``directory`` (or, where it does not exist yet, in
+    the nearest existing directory above it). ``os.access`` answers for this process's user
+    and for read-only mounts alike."""
+    while not directory.exists() and directory.parent != directory:
+        directory = directory.parent
+    return os.access(directory, os.W_OK)
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only; raises ``sqlite3.Error`` when it cannot be read.
+
+    SQLite reads a file in rollback-journal mode (as :func:`compact` ships it) read-only with
+    its usual locks. A file in WAL mode needs its ``-shm`` file, which SQLite cannot create
+    where nothing may be written: on a read-only mount, with no write-ahead log content
+    beside it (every row is in the file), it is opened ``immutable`` (no locks: nothing can
+    write through a read-only mount). Otherwise the error stands, and says what to do."""
+    uri = path.resolve().as_uri()
+
+    def opened(query: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()  # opens the file (and its log)
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    try:
+        return opened("mode=ro")
+    except sqlite3.OperationalError as error:
+        if not _on_read_only_mount(path):
+            todo = "make the directory writable for this user"
+        elif _log_is_empty(path):
+            return opened("mode=ro&immutable=1")
+        else:
+            todo = "its write-ahead log holds rows the file does not: copy it again after its last writer closed it"
+        raise sqlite3.OperationalError(
+            f"{error} (an index in WAL mode that this process cannot write beside: {todo}, or rebuild "
+            "it with `flydeps aot build`, which leaves it readable without write access)"
+        ) from None
+
+
+def _on_read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        return False
+
+
+def _log_is_empty(path: Path) -> bool:
+    try:
+        return os.stat(f"{path}-wal").st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def close() -> None:
+    """Close this thread's connection to the index at :func:`index_path` (the next use opens
+    it again): an AOT build worker, which may live on in a Dask cluster, lets go of the
+    file it built into, so the build can finish it (:func:`compact`)."""
+    with _lock:
+        conn = _connections.pop((index_path(), threading.get_ident()), None)
+    if conn is not None:
+        conn.close()
 
 
 def _forget(path: Path) -> None:
@@ -386,7 +487,7 @@ def lookup(key: str) -> Row | None:
             .fetchall()
         )
     except sqlite3.Error as error:
-        if _is_corruption(error):
+        if _is_corruption(error) and not read_only(path):
             _set_aside(path, error)
         else:
             log.warning("flydsl_runtime: persistent index %s not read: %s", path, error)
@@ -405,7 +506,8 @@ def lookup(key: str) -> Row | None:
 
 def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...], dict, float]]:
     """Every row of ``launcher`` as ``(env reads, detail, created)``, newest first (for
-    explanations; empty on any failure of the store)."""
+    explanations; empty when there is no index). Raises :class:`IndexReadError` naming the
+    file when the store cannot be read."""
     path = index_path()
     if not path.exists():
         return []
@@ -418,8 +520,8 @@ def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...
             )
             .fetchall()
         )
-    except sqlite3.Error:
-        return []
+    except (sqlite3.Error, OSError) as error:
+        raise IndexReadError(f"{path}: not readable ({error})") from None
     out = []
     for reads_text, detail_text, created in rows:
         try:
@@ -487,6 +589,9 @@ def record(
         _deferred.append((key, launcher, ir_key, reads, detail, replace))
         return True
     path = index_path()
+    if read_only(path):
+        log.debug("flydsl_runtime: persistent index %s is read-only here, row not written", path)
+        return False
     detail_text = json.dumps(detail or {}, separators=(",", ":"))
     row = (key, reads_text, launcher, ir_key, time.time(), sys.version.split()[0], detail_text)
     for attempt in (1, 2):
@@ -539,7 +644,7 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
     if not path.is_file():
         raise IndexReadError(f"{path}: no persistent index there (an AOT build writes {INDEX_NAME} into its --out DIR)")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        conn = _open_read_only(path)
         try:
             rows = conn.execute(
                 "SELECT key, env_reads, launcher, ir_key, created, python, detail FROM specializations"
@@ -552,10 +657,13 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
 
 
 def compact(*, vacuum: bool = False) -> None:
-    """Fold the write-ahead log into the index file (at :func:`index_path`), and with
-    ``vacuum`` give back the pages deleted rows left: a directory an AOT build ships then
-    holds one self-contained file. A reader holding the log open only leaves it longer; a
-    failure is logged, never raised (the rows are written either way)."""
+    """Make the index file (at :func:`index_path`) one self-contained file to ship: the
+    write-ahead log folded into it, with ``vacuum`` the pages deleted rows left given back,
+    and the file switched to rollback-journal mode, so a process that cannot write beside it
+    (a directory owned by another user, a read-only mount) reads it with SQLite's usual
+    locks; the next process that can write there sets WAL mode up again (:func:`_connect`).
+    A failure is logged, never raised (the rows are written either way); a file another
+    process holds open stays in WAL mode, readable where its reader can write."""
     path = index_path()
     if not path.exists():
         return
@@ -564,8 +672,19 @@ def compact(*, vacuum: bool = False) -> None:
         if vacuum:
             conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        if str(mode).lower() == "delete":
+            conn.execute("PRAGMA user_version = 0")  # set WAL up again on the next writer's open
+        else:
+            log.warning(
+                "flydsl_runtime: persistent index %s stays in WAL mode (another process has it open): "
+                "a process that cannot write in its directory will not read it",
+                path,
+            )
     except sqlite3.Error as error:
         log.warning("flydsl_runtime: persistent index %s not compacted: %s", path, error)
+    finally:
+        _forget(path)  # this process's next use opens it as any process would
 
 
 # --- FlyDSL's disk key without re-hashing its toolchain --------------------------------

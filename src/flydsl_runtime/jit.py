@@ -38,6 +38,12 @@ entry with FlyDSL's IR key, and logs why it missed (:mod:`flydsl_runtime.explain
 FlyDSL's ``COMPILE_ONLY=1`` a call compiles and records the entry without launching, and
 later calls are hits that return ``None``. ``FLYDEPS_VERIFY=1`` re-traces on every hit and
 compares IR keys (:mod:`flydsl_runtime.verify`).
+
+Before tracing, a miss asks the persistent index (:mod:`.index`) for the call's
+cross-process key; a row is served by FlyDSL's artifact from its disk cache, read by its
+cache manager; where this process cannot write that cache's directory (a shipped directory
+owned by another user, a read-only mount) by :mod:`.diskcache`, which reads without FlyDSL's
+lock and keeps what a trace builds in memory.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ from flydeps.drift import DriftPolicy, check_policy, decide
 from flydeps.fingerprint import Fingerprint, fingerprint_roots
 from flydeps.graph import NodeKind
 
-from . import aot, explain, index
+from . import aot, diskcache, explain, index
 from ._hooks import take_trace_env_reads
 from .argsig import ArgSigner, SigToken, signatures, token
 from .binder import ArgBinder
@@ -622,6 +628,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     else None
                 )
                 raise aot.miss_error(self._name, parts, why_not)
+            diskcache.manager(self._jf)  # where this process cannot write: read-only, kept in memory
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
             ir_key = self._jf._last_compiled[0]
@@ -700,7 +707,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         artifact = self._jf._mem_cache.get(ir_key)
         if manager is None or artifact is None or getattr(artifact, "_ktrace_traced", False):
             return False
-        return index.disk_key(ir_key) in manager  # also remembers the toolchain key in the index
+        # The file, not the manager's memory (a read-only cache keeps a trace's artifact there);
+        # disk_key also remembers the toolchain key in the index.
+        return bool(manager._cache_file(index.disk_key(ir_key)).exists())
 
     def _load(
         self, row: index.Row, bound_self: object, positional: tuple, compile_only: bool
@@ -709,8 +718,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         into its ``CompiledFunction`` for this call's arguments (``(None,)`` under
         COMPILE_ONLY); None (a miss, noted) when the artifact is missing or unreadable."""
         jf = self._jf
-        jf._ensure_cache_manager()
-        manager = jf.cache_manager
+        manager = diskcache.manager(jf)
         artifact = manager.get(index.disk_key(row.ir_key)) if manager is not None else None
         if artifact is None or getattr(artifact, "_ktrace_traced", False):
             log.info("%s: persistent index row without a usable FlyDSL artifact, tracing", self._name)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import types
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,28 @@ def traces(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(JitFunction, "_trace", spy)
     return seen
+
+
+@pytest.fixture
+def read_only_view(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
+    """``view(directory)``: ``directory`` bind-mounted read-only at a new path (what a shipped
+    cache on a read-only volume is: nothing, not even root, can write through it). Skipped
+    where this process may not mount (it needs root with mount rights)."""
+    mounted: list[Path] = []
+
+    def view(directory: Path) -> Path:
+        target = tmp_path / f"read-only-{len(mounted)}"
+        target.mkdir()
+        bind = subprocess.run(["mount", "--bind", str(directory), str(target)], capture_output=True, text=True)
+        if bind.returncode != 0:
+            pytest.skip(f"a read-only bind mount needs root with mount rights: {bind.stderr.strip()}")
+        mounted.append(target)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True)
+        assert not os.access(target, os.W_OK)
+        return target
+
+    try:
+        yield view
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", str(target)], check=False, capture_output=True)

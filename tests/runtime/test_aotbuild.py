@@ -103,10 +103,11 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     assert _strict_traces(project, out, calls).split() == ["AotMissError", "0"]
 
 
-def _strict_traces(project: Path, out: Path, calls: str) -> str:
+def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True) -> str:
     """stdout of a fresh FLYDEPS_AOT=strict process (COMPILE_ONLY, gfx942) served from ``out``
     that runs ``calls`` (with ``vadd``, ``reduce``, ``a``, ``c`` defined) and prints how many
-    times FlyDSL traced; a call ``out`` cannot serve raises AotMissError there."""
+    times FlyDSL traced; a call ``out`` cannot serve raises AotMissError there (with
+    ``strict=False`` it traces)."""
     package = next(project.glob("fdkaot_*")).name
     code = (
         "import sys, torch\n"
@@ -124,7 +125,7 @@ def _strict_traces(project: Path, out: Path, calls: str) -> str:
         **__import__("os").environ,
         "COMPILE_ONLY": "1",
         "ARCH": "gfx942",
-        "FLYDEPS_AOT": "strict",
+        "FLYDEPS_AOT": "strict" if strict else "off",
         "FLYDEPS_CACHE_DIR": str(out),
         "FLYDSL_RUNTIME_CACHE_DIR": str(out / "flydsl"),
         "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
@@ -137,6 +138,28 @@ def _strict_traces(project: Path, out: Path, calls: str) -> str:
 ALL_CALLS = (
     "vadd.vadd(a, a, c, 1024); vadd.axpy(a, c, 1024, 2); vadd.axpy(a, c, 1024, 3); reduce.partial_sum(a, c, 256)"
 )
+
+
+def test_a_shipped_directory_serves_from_a_read_only_mount(project: Path, read_only_view) -> None:
+    """DIR shipped on a read-only volume (nothing can write through it, not even root): every
+    shipped call is served without a trace, ``aot list`` reads it, a call it does not hold
+    traces (in memory) instead of failing on FlyDSL's lock files, and nothing in DIR changes.
+    A process that can write in DIR sets the index's WAL mode up again."""
+    out = project / "out"
+    build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False)
+    with sqlite3.connect(out / index.INDEX_NAME) as conn:  # shipped self-contained, rollback journal
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    view = read_only_view(out)
+    assert _strict_traces(project, view, ALL_CALLS) == "0"
+    listed = shipped(view)
+    assert len(listed) == 4 and all(r.artifact for r in listed)
+    assert _strict_traces(project, view, f"{ALL_CALLS}; vadd.axpy(a, c, 1024, 4)", strict=False) == "1"
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+    assert _strict_traces(project, out, "vadd.axpy(a, c, 1024, 4)", strict=False) == "1"
+    with sqlite3.connect(out / index.INDEX_NAME) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert len(_rows(out)) == 5
 
 
 def test_prune_keeps_exactly_what_the_build_uses(project: Path) -> None:
@@ -176,6 +199,7 @@ def test_prune_after_a_failed_specialization_deletes_nothing(project: Path) -> N
     assert broken.count("failed") == 1 and broken.pruned is not None
     assert broken.pruned.skipped.startswith("1 failed") and broken.lines()[-1].startswith("not pruned: 1 failed")
     assert _rows(out) == rows and sorted((out / "flydsl").rglob("*.pkl")) == artifacts
+
     def locked(keep: object) -> int:
         raise sqlite3.OperationalError("database is locked")
 
@@ -342,5 +366,7 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("4 built, 0 reused, 0 failed (of 4)") and local.count("built") == 4
     assert _rows(project / "dask") == _rows(project / "local")
+    with sqlite3.connect(project / "dask" / index.INDEX_NAME) as conn:  # the live workers let go of it
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete", done.stderr[-2000:]
     names = {p.name for p in (project / "local" / "flydsl").rglob("*.pkl")}
     assert names == {p.name for p in (project / "dask" / "flydsl").rglob("*.pkl")}

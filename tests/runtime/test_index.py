@@ -162,6 +162,67 @@ def test_missing_or_unreadable_artifact_is_a_miss_then_rebuilt(repo: Repo) -> No
     assert repo.run()["traces"] == 0  # FlyDSL rewrote its artifact; the row finds it
 
 
+def test_a_read_only_cache_serves_its_rows_and_traces_the_rest_in_memory(
+    repo: Repo, tmp_path: Path, read_only_view
+) -> None:
+    """A runtime's cache (its index in WAL mode, as runtimes leave it) on a read-only mount:
+    a new process is served its row without a trace, with the IR a fresh trace gives; a call
+    without a row traces and runs; nothing is written there, and no warning is given."""
+    first = repo.run()
+    with sqlite3.connect(repo.index) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    view = read_only_view(tmp_path)
+    read_only = {
+        "FLYDEPS_CACHE_DIR": str(view / repo.flydeps_cache.name),
+        "FLYDSL_RUNTIME_CACHE_DIR": str(view / repo.flydsl_cache.name),
+    }
+    served = repo.run("reduce", "partial_sum", "--fresh-ir", **read_only)
+    assert served["loaded"] and served["traces"] == 0
+    assert served["ir_key"] == served["fresh_ir"] == first["ir_key"]
+    traced = repo.run("vadd", "vadd", "--fresh-ir", **read_only)
+    assert traced["traces"] == 1 and not traced["loaded"] and traced["ir_key"] == traced["fresh_ir"]
+    assert not [n for n in served["notes"] + traced["notes"] if "not read" in n or "not written" in n]
+    assert len(repo.rows()) == 1 and len(list(repo.flydsl_cache.rglob("*.pkl"))) == 1
+    strict = repo.run("vadd", "vadd", FLYDEPS_AOT="strict", **read_only)
+    assert strict["error"] == "AotMissError" and "has no specialization of this launcher" in strict["message"]
+
+
+def test_a_read_only_index_with_rows_in_its_log_is_a_miss_that_says_what_to_do(
+    repo: Repo, tmp_path: Path, read_only_view
+) -> None:
+    """A copy of an index taken while a writer held rows in its write-ahead log, on a
+    read-only mount: SQLite cannot read it there; the call traces with one note, a strict
+    call's error and ``aot list`` name the file and what to do, and nothing is moved."""
+    from flydeps.cli import main as cli
+
+    repo.run()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    writer = sqlite3.connect(repo.index, isolation_level=None)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("INSERT INTO toolchains VALUES ('held in the log', 'x')")
+        for suffix in ("", "-wal"):  # no -shm: the copy's reader would have to build it
+            shutil.copy(f"{repo.index}{suffix}", copy / f"{index.INDEX_NAME}{suffix}")
+    finally:
+        writer.close()
+    assert (copy / f"{index.INDEX_NAME}-wal").stat().st_size > 0
+    shutil.copytree(repo.flydsl_cache, copy / "flydsl")
+    view = read_only_view(copy)
+    read_only = {"FLYDEPS_CACHE_DIR": str(view), "FLYDSL_RUNTIME_CACHE_DIR": str(view / "flydsl")}
+    missed = repo.run("reduce", "partial_sum", "--fresh-ir", **read_only)
+    assert missed["traces"] == 1 and not missed["loaded"] and missed["ir_key"] == missed["fresh_ir"]
+    notes = [n for n in missed["notes"] if "persistent index" in n]
+    assert len(notes) == 1, notes
+    note = notes[0]
+    assert str(view / index.INDEX_NAME) in note and "write-ahead log holds rows" in note and "\n" not in note
+    strict = repo.run("reduce", "partial_sum", FLYDEPS_AOT="strict", **read_only)
+    assert strict["error"] == "AotMissError" and "the index cannot be read" in strict["message"]
+    assert "flydeps aot build" in strict["message"]
+    assert cli(["aot", "list", str(view)]) == 2
+    assert sorted(p.name for p in view.iterdir()) == sorted([index.INDEX_NAME, f"{index.INDEX_NAME}-wal", "flydsl"])
+
+
 def test_two_processes_building_one_specialization_leave_one_row(repo: Repo, tmp_path: Path) -> None:
     gate = tmp_path / "go"
     procs = [repo.start("reduce", "partial_sum", "--wait-file", str(gate)) for _ in range(2)]
