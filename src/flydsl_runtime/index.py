@@ -786,11 +786,11 @@ def _compute_toolchain_key() -> str:
 
 
 def toolchain_key() -> str:
-    """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index by
-    the digest of its files' metadata (:func:`_toolchain_files`): a new process with an
-    unchanged toolchain reads it back instead of hashing every source, native library and
-    device bitcode file. Within a process it is read once per toolchain place, as FlyDSL
-    reads its own."""
+    """FlyDSL's toolchain key (``jit_function._flydsl_key()``), remembered in the index (see
+    :func:`_toolchain_stores`) by the digest of its files' metadata (:func:`_toolchain_files`):
+    a new process with an unchanged toolchain reads it back instead of hashing every source,
+    native library and device bitcode file. Within a process it is read once per toolchain
+    place, as FlyDSL reads its own."""
     place = _toolchain_place()
     if place is None:
         return _compute_toolchain_key()
@@ -800,19 +800,37 @@ def toolchain_key() -> str:
     files = _toolchain_files(place)
     if files is None:  # pragma: no cover - a place always has files
         return _compute_toolchain_key()
-    path = index_path()
-    try:
-        found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
-    except (sqlite3.Error, OSError):
-        found = None  # lookup() and record() report a broken store; here it only costs a hash
+    stores = _toolchain_stores()
+    found = None
+    for path in stores:
+        try:
+            found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
+        except (sqlite3.Error, OSError):
+            found = None  # lookup() and record() report a broken store; here it only costs a hash
+        if found is not None:
+            break
     key = found[0] if found is not None else _compute_toolchain_key()
     if found is None and _deferred is None:
         try:
-            _connect(path).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
+            _connect(stores[-1]).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
         except (sqlite3.Error, OSError):
             pass
     _toolchain_memo[place] = key
     return key
+
+
+def _toolchain_stores() -> tuple[Path, ...]:
+    """The index files that remember toolchain keys, read in order, the last one written: the
+    index; where this process cannot write it (a shipped directory on a read-only volume,
+    whose row names another machine's files), also the index in the user cache directory,
+    so the toolchain is hashed once per machine there too, not once per process."""
+    path = index_path()
+    if _can_write(path):
+        return (path,)
+    import platformdirs
+
+    home = Path(platformdirs.user_cache_dir("flydeps")) / INDEX_NAME
+    return (path, home) if home != path and _can_write(home) else (path,)
 
 
 def disk_key(ir_key: str) -> str:

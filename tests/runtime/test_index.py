@@ -171,14 +171,22 @@ def test_a_read_only_cache_serves_its_rows_and_traces_the_rest_in_memory(
     first = repo.run()
     with sqlite3.connect(repo.index) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        (toolchain,) = {k for (k,) in conn.execute("SELECT flydsl_key FROM toolchains")}
+        conn.execute("DELETE FROM toolchains")  # as if written on another machine (other files)
     view = read_only_view(tmp_path)
+    home = tmp_path / "home-cache"  # the user cache directory: writable
     read_only = {
         "FLYDEPS_CACHE_DIR": str(view / repo.flydeps_cache.name),
         "FLYDSL_RUNTIME_CACHE_DIR": str(view / repo.flydsl_cache.name),
+        "XDG_CACHE_HOME": str(home),
     }
     served = repo.run("reduce", "partial_sum", "--fresh-ir", **read_only)
     assert served["loaded"] and served["traces"] == 0
     assert served["ir_key"] == served["fresh_ir"] == first["ir_key"]
+    # The toolchain key the read-only index cannot take is remembered in the user cache directory.
+    with sqlite3.connect(home / "flydeps" / index.INDEX_NAME) as conn:
+        assert {k for (k,) in conn.execute("SELECT flydsl_key FROM toolchains")} == {toolchain}
+        assert conn.execute("SELECT count(*) FROM specializations").fetchone() == (0,)
     traced = repo.run("vadd", "vadd", "--fresh-ir", **read_only)
     assert traced["traces"] == 1 and not traced["loaded"] and traced["ir_key"] == traced["fresh_ir"]
     assert not [n for n in served["notes"] + traced["notes"] if "not read" in n or "not written" in n]
