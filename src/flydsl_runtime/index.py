@@ -4,7 +4,9 @@ can start a kernel without tracing it.
 Contract
 --------
 Store: one SQLite file, ``runtime-index-v1.sqlite3`` under ``FLYDEPS_CACHE_DIR`` (default:
-``platformdirs.user_cache_dir("flydeps")``), in WAL mode. One row per specialization:
+``platformdirs.user_cache_dir("flydeps")``), in WAL mode; in rollback-journal mode when an
+AOT build or a directory on a network file system sets it up (SQLite's WAL mode works
+within one host only; rollback-journal files are also read where nothing may be written). One row per specialization:
 ``(key, env_reads) -> (launcher, ir_key, created, python, detail)``; ``detail`` is the key's
 parts spelled out (:func:`key_parts`: each argument, target, env variable, hint, version,
 and every node of the dependency graph with its digest and ``file:line``), read only to
@@ -41,8 +43,7 @@ writable — is a miss or a skipped write with one warning on the ``flydsl_runti
 naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
 started. Nothing here raises into a launcher call. Where this process cannot write (the
 directory or file is not writable: another user's, a read-only mount) the file is opened
-read-only (:func:`_open_read_only`) and no row is written; :func:`compact` leaves a shipped
-file in rollback-journal mode so that works with SQLite's locks anywhere.
+read-only (:func:`_open_read_only`) and no row is written.
 
 For AOT builds (:mod:`.aotbuild`): :func:`defer_writes` collects a worker's rows for the
 parent (the one writer), :func:`collect_uses` notes the rows a worker was served and the
@@ -87,6 +88,7 @@ __all__ = [
     "disk_key",
     "disk_key_with",
     "enabled",
+    "fs_type",
     "index_path",
     "key_or_reason",
     "key_parts",
@@ -127,7 +129,16 @@ CREATE TABLE IF NOT EXISTS toolchains (
 )
 """,
 )
-_SCHEMA_VERSION = 1  # PRAGMA user_version of a file whose tables and WAL mode are set up
+# PRAGMA user_version of a file whose tables and journal mode are set up: WAL (a runtime's
+# cache on a local disk), or rollback journal (an AOT build's directory, or a cache on a
+# network file system, where SQLite's WAL mode does not work across hosts). 0: not yet.
+_SET_UP_WAL = 1
+_SET_UP_ROLLBACK = 2
+# File system types that hosts share over a network (``/proc/self/mountinfo``'s names).
+_NETWORK_FS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "panfs"}
+    | {"fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.gcsfuse", "fuse.s3fs", "fuse.juicefs", "ocfs2", "gfs2"}
+)
 # Top-level packages whose types may appear by name in a persistent key: their code is
 # covered by the versions in the key. A user type's definition is not, so it is not named.
 _LIBRARY_TYPES = frozenset({"builtins", "flydsl", "torch", "numpy"})
@@ -331,13 +342,13 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA synchronous=NORMAL")
-            # WAL mode and the tables persist in the file: set up once, marked by user_version
-            # (0 again in a file compact() shipped in rollback-journal mode).
-            if conn.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
-                conn.execute("PRAGMA journal_mode=WAL")
+            # The journal mode and the tables persist in the file: set up once, marked by user_version.
+            if conn.execute("PRAGMA user_version").fetchone()[0] not in (_SET_UP_WAL, _SET_UP_ROLLBACK):
+                rollback = _deferred is not None or _path_override is not None or _on_network_fs(path.parent)
+                conn.execute(f"PRAGMA journal_mode={'DELETE' if rollback else 'WAL'}")
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                conn.execute(f"PRAGMA user_version = {_SET_UP_ROLLBACK if rollback else _SET_UP_WAL}")
         except sqlite3.Error:
             conn.close()
             raise
@@ -360,6 +371,32 @@ def read_only(path: Path) -> bool:
     return path in _read_only
 
 
+def _on_network_fs(directory: Path) -> bool:
+    """``directory`` is on a file system shared over a network (by :func:`fs_type`)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as file:
+            mountinfo = file.read()
+    except OSError:  # not Linux: WAL, as SQLite's default advice
+        return False
+    return fs_type(os.path.realpath(directory), mountinfo) in _NETWORK_FS
+
+
+def fs_type(path: str, mountinfo: str) -> str | None:
+    """The type of the file system ``path`` (absolute, resolved) is on, by the innermost
+    mount point containing it in ``mountinfo`` (``/proc/self/mountinfo``'s text)."""
+    best, kind = -1, None
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:  # a later mount on the same point hides an earlier one
+            best, kind = len(point), rest.split()[0]
+    return kind
+
+
 def _can_write(path: Path) -> bool:
     """The index at ``path`` can be created or written by this process: its directory is
     writable (:func:`writable`), and so is the file where it exists."""
@@ -378,7 +415,7 @@ def writable(directory: Path) -> bool:
 def _open_read_only(path: Path) -> sqlite3.Connection:
     """``path`` opened read-only; raises ``sqlite3.Error`` when it cannot be read.
 
-    SQLite reads a file in rollback-journal mode (as :func:`compact` ships it) read-only with
+    SQLite reads a file in rollback-journal mode (as an AOT build leaves it) read-only with
     its usual locks. A file in WAL mode needs its ``-shm`` file, which SQLite cannot create
     where nothing may be written: on a read-only mount, with no write-ahead log content
     beside it (every row is in the file), it is opened ``immutable`` (no locks: nothing can
@@ -397,6 +434,8 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     try:
         return opened("mode=ro")
     except sqlite3.OperationalError as error:
+        if not _in_wal_mode(path):  # a rollback journal left by a writer that died: not for us to undo
+            raise
         if not _on_read_only_mount(path):
             todo = "make the directory writable for this user"
         elif _log_is_empty(path):
@@ -414,6 +453,16 @@ def _on_read_only_mount(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
         return False
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """The SQLite file at ``path`` is in WAL mode (its header's format version bytes are 2)."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
 def _log_is_empty(path: Path) -> bool:
@@ -657,13 +706,13 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
 
 
 def compact(*, vacuum: bool = False) -> None:
-    """Make the index file (at :func:`index_path`) one self-contained file to ship: the
-    write-ahead log folded into it, with ``vacuum`` the pages deleted rows left given back,
-    and the file switched to rollback-journal mode, so a process that cannot write beside it
-    (a directory owned by another user, a read-only mount) reads it with SQLite's usual
-    locks; the next process that can write there sets WAL mode up again (:func:`_connect`).
-    A failure is logged, never raised (the rows are written either way); a file another
-    process holds open stays in WAL mode, readable where its reader can write."""
+    """Make the index file (at :func:`index_path`) one self-contained file to ship: with
+    ``vacuum`` the pages deleted rows left given back, and in rollback-journal mode (as an
+    AOT build sets its directory's index up, :func:`_connect`; a directory an older build
+    left in WAL mode has its log folded in and is switched), so a process that cannot write
+    beside it (a directory owned by another user, a read-only mount) reads it with SQLite's
+    usual locks. A failure is logged, never raised (the rows are written either way); a WAL
+    file another process holds open stays in WAL mode, readable where its reader can write."""
     path = index_path()
     if not path.exists():
         return
@@ -674,7 +723,7 @@ def compact(*, vacuum: bool = False) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
         if str(mode).lower() == "delete":
-            conn.execute("PRAGMA user_version = 0")  # set WAL up again on the next writer's open
+            conn.execute(f"PRAGMA user_version = {_SET_UP_ROLLBACK}")  # a directory an older build left in WAL
         else:
             log.warning(
                 "flydsl_runtime: persistent index %s stays in WAL mode (another process has it open): "

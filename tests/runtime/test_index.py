@@ -231,6 +231,34 @@ def test_a_read_only_index_with_rows_in_its_log_is_a_miss_that_says_what_to_do(
     assert sorted(p.name for p in view.iterdir()) == sorted([index.INDEX_NAME, f"{index.INDEX_NAME}-wal", "flydsl"])
 
 
+def test_a_read_only_index_a_writer_died_in_is_not_read(repo: Repo, tmp_path: Path, read_only_view) -> None:
+    """An index in rollback-journal mode left with a hot journal (its writer died inside a
+    transaction, some of its pages already in the file) on a read-only mount: SQLite would
+    have to roll it back first, which cannot be done there, so it is not read (one note, the
+    call traces) - never read as it lies."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    repo.run()
+    with sqlite3.connect(repo.index) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(repo.index, shipped / index.INDEX_NAME)
+    shutil.copytree(repo.flydsl_cache, shipped / "flydsl")
+    dying = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA journal_mode=DELETE'); c.execute('PRAGMA cache_size=1')\n"
+        "c.execute('BEGIN'); c.execute('DELETE FROM specializations')\n"
+        "c.executemany('INSERT INTO toolchains VALUES (?, ?)', [(str(i) * 40, 'x' * 500) for i in range(400)])\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", dying, str(shipped / index.INDEX_NAME)], check=True)
+    assert (shipped / f"{index.INDEX_NAME}-journal").stat().st_size > 0  # hot: the file holds undone pages
+    view = read_only_view(shipped)
+    after = repo.run(FLYDEPS_CACHE_DIR=str(view), FLYDSL_RUNTIME_CACHE_DIR=str(view / "flydsl"))
+    assert after["traces"] == 1 and not after["loaded"]
+    assert [n for n in after["notes"] if "persistent index" in n and "not read" in n]
+
+
 def test_two_processes_building_one_specialization_leave_one_row(repo: Repo, tmp_path: Path) -> None:
     gate = tmp_path / "go"
     procs = [repo.start("reduce", "partial_sum", "--wait-file", str(gate)) for _ in range(2)]
@@ -601,3 +629,53 @@ def test_toolchain_counts_a_wheel_install_by_its_dist_info(tmp_path: Path) -> No
     for direct_url in ('{"url": "file:///src", "dir_info": {"editable": true}}', "{not json", "[]"):
         (info / "direct_url.json").write_text(direct_url)
         assert index._wheel_install(package, "0.5.0") is None, direct_url
+
+
+MOUNTINFO = r"""22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw
+40 22 0:35 / /home rw,relatime - nfs4 server:/export/home rw,vers=4.2
+41 40 0:36 / /home/alice/scratch rw - tmpfs tmpfs rw
+42 22 0:37 / /mnt/my\040share rw - cifs //host/share rw
+43 22 0:38 / /lustre rw - lustre 10.0.0.1@tcp:/fs rw
+44 22 0:39 / /mnt/over rw - ext4 /dev/sdb1 rw
+45 22 0:40 / /mnt/over rw - nfs host:/x rw
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/home/alice/.cache/flydeps", "nfs4"),
+        ("/home", "nfs4"),
+        ("/homestead/x", "ext4"),  # a prefix of the name is not a mount point above it
+        ("/home/alice/scratch/cache", "tmpfs"),  # the innermost mount point wins
+        ("/mnt/my share/cache", "cifs"),  # mountinfo escapes a space as \040
+        ("/lustre/proj/cache", "lustre"),
+        ("/mnt/over/cache", "nfs"),  # a later mount on the same point hides the earlier one
+        ("/var/cache", "ext4"),
+    ],
+)
+def test_file_system_type_of_a_cache_directory(path: str, kind: str) -> None:
+    """A directory on a network file system gets a rollback-journal index (SQLite's WAL mode
+    works within one host): its type is read from the innermost mount point holding it."""
+    assert index.fs_type(path, MOUNTINFO) == kind
+    assert (kind in index._NETWORK_FS) == (kind in {"nfs4", "nfs", "cifs", "lustre"})
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_the_journal_mode_is_chosen_when_the_index_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, network: bool
+) -> None:
+    """WAL for a runtime's cache on a local disk, the rollback journal on a network file system;
+    the mode stays with the file (a later open does not change it)."""
+    monkeypatch.setattr(index, "_on_network_fs", lambda directory: network)
+    path = tmp_path / "cache" / index.INDEX_NAME
+    try:
+        conn = index._connect(path)
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        assert (mode, version) == (("delete", 2) if network else ("wal", 1))
+        index._forget(path)
+        monkeypatch.setattr(index, "_on_network_fs", lambda directory: not network)
+        assert index._connect(path).execute("PRAGMA journal_mode").fetchone()[0] == mode
+    finally:
+        index._forget(path)
