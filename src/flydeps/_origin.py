@@ -2,8 +2,9 @@
 
 Contract: classifies module names and module objects; reads ``sys.modules`` entries'
 ``__file__``, ``sysconfig`` paths and installed distribution metadata (the index of
-distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``: a new process checks one
-``stat`` per ``sys.path`` entry, and the metadata files' sizes, times and inodes of each
+distributions is remembered on disk under ``FLYDEPS_CACHE_DIR``, or where that cannot be
+written under the user cache directory too: a new process checks one ``stat`` per
+``sys.path`` entry, and the metadata files' sizes, times and inodes of each
 distribution it uses, when it first uses it). Never imports a package to classify it. A
 kernel library installed into site-packages (not editable) is a leaf unless its top-level
 package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its
@@ -179,9 +180,20 @@ def _path_unchanged(remembered: list) -> bool:
     return True
 
 
-def _memo_file(places: str) -> str:
-    base = settings.cache_root()
-    return os.path.join(base, "origin", f"index-{places[:32]}.json")
+def _memo_file(places: str, base: str | None = None) -> str:
+    return os.path.join(base or settings.cache_root(), "origin", f"index-{places[:32]}.json")
+
+
+def _memo_files(places: str) -> tuple[str, ...]:
+    """Where the index is remembered, read in order, the last one written: under
+    ``FLYDEPS_CACHE_DIR``; where this process cannot write there (a shipped directory on a
+    read-only volume, whose memo, if any, describes the machine that built it), also under
+    the user cache directory, so the scan is paid once per machine, not once per process."""
+    first = _memo_file(places)
+    if settings.can_write(os.path.dirname(first)):
+        return (first,)
+    home = _memo_file(places, settings.user_cache_root())
+    return (first, home) if home != first and settings.can_write(os.path.dirname(home)) else (first,)
 
 
 def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -193,7 +205,8 @@ def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
 
 def _indexed() -> _Index:
     """The distribution index and the library directories, remembered on disk
-    (``$FLYDEPS_CACHE_DIR/origin``, one JSON file per :func:`_places`): a new process with
+    (``$FLYDEPS_CACHE_DIR/origin``, one JSON file per :func:`_places`; see
+    :func:`_memo_files`): a new process with
     the same interpreter reads it back after one ``stat`` per ``sys.path`` entry (a
     directory whose time moved is listed again: same distributions, same index). What a
     distribution's own metadata says is checked only when it is used (:func:`_providers`,
@@ -208,8 +221,8 @@ def _indexed() -> _Index:
 
 def _load(*, scan: bool = False) -> _Index:
     places = _places()
-    path = _memo_file(places)
-    if not scan:
+    paths = _memo_files(places)
+    for path in paths if not scan else ():
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -222,6 +235,7 @@ def _load(*, scan: bool = False) -> _Index:
                 )
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
+    path = paths[-1]
     # Metadata is stat'ed before it is read: a change while scanning is seen by the next process.
     path_state = _path_state()
     before = {}

@@ -262,14 +262,28 @@ def names(name: str, *, choices: tuple[str, ...] | None = None) -> tuple[str, ..
 
 
 def cache_root() -> str:
-    """``FLYDEPS_CACHE_DIR``, else the user cache directory (``platformdirs``, imported only
-    here): the root under which every flydeps cache lives."""
-    base = text("FLYDEPS_CACHE_DIR")
-    if base:
-        return base
+    """``FLYDEPS_CACHE_DIR``, else the user cache directory (:func:`user_cache_root`): the
+    root under which every flydeps cache lives."""
+    return text("FLYDEPS_CACHE_DIR") or user_cache_root()
+
+
+def user_cache_root() -> str:
+    """The user cache directory (``platformdirs``, imported only here), whatever
+    ``FLYDEPS_CACHE_DIR`` says: where a memo goes that a read-only ``FLYDEPS_CACHE_DIR``
+    (a shipped directory) cannot take."""
     import platformdirs
 
     return platformdirs.user_cache_dir("flydeps")
+
+
+def can_write(directory: str | os.PathLike[str]) -> bool:
+    """This process can create files in ``directory``; where it does not exist yet, in the
+    nearest existing directory above it (where it would be made). ``os.access`` answers for
+    this process's user and for read-only mounts alike."""
+    path = os.path.abspath(directory)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return os.path.isdir(path) and os.access(path, os.W_OK)
 
 
 def text(name: str) -> str | None:

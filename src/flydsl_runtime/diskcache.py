@@ -23,12 +23,11 @@ import logging
 import pickle
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from flydsl.compiler.jit_function import JitCacheManager, JitFunction
 
-from .index import writable
+from flydeps.settings import can_write
 
 __all__ = ["ReadOnlyCache", "manager"]
 
@@ -76,7 +75,7 @@ def manager(jf: JitFunction) -> JitCacheManager | None:
     :class:`ReadOnlyCache` where this process cannot write its directory."""
     jf._ensure_cache_manager()
     current = jf.cache_manager
-    if current is None or isinstance(current, ReadOnlyCache) or writable(Path(current.cache_dir)):
+    if current is None or isinstance(current, ReadOnlyCache) or can_write(current.cache_dir):
         return current
     replacement = ReadOnlyCache(current.cache_dir)
     replacement.memory_cache.update(current.memory_cache)

@@ -103,7 +103,6 @@ __all__ = [
     "record",
     "stop_collecting",
     "toolchain_key",
-    "writable",
 ]
 
 log = logging.getLogger("flydsl_runtime")
@@ -399,17 +398,8 @@ def fs_type(path: str, mountinfo: str) -> str | None:
 
 def _can_write(path: Path) -> bool:
     """The index at ``path`` can be created or written by this process: its directory is
-    writable (:func:`writable`), and so is the file where it exists."""
-    return writable(path.parent) and (not path.exists() or os.access(path, os.W_OK))
-
-
-def writable(directory: Path) -> bool:
-    """This process can create files in ``directory`` (or, where it does not exist yet, in
-    the nearest existing directory above it). ``os.access`` answers for this process's user
-    and for read-only mounts alike."""
-    while not directory.exists() and directory.parent != directory:
-        directory = directory.parent
-    return os.access(directory, os.W_OK)
+    writable (``settings.can_write``), and so is the file where it exists."""
+    return settings.can_write(path.parent) and (not path.exists() or os.access(path, os.W_OK))
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -876,9 +866,7 @@ def _toolchain_stores() -> tuple[Path, ...]:
     path = index_path()
     if _can_write(path):
         return (path,)
-    import platformdirs
-
-    home = Path(platformdirs.user_cache_dir("flydeps")) / INDEX_NAME
+    home = Path(settings.user_cache_root()) / INDEX_NAME
     return (path, home) if home != path and _can_write(home) else (path,)
 
 

@@ -147,6 +147,42 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
         _clear()
 
 
+def test_a_cache_dir_this_process_cannot_write_leaves_the_memo_to_the_user_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``FLYDEPS_CACHE_DIR`` that cannot be written (a shipped directory on a read-only
+    volume): its memo is read when it matches, else the index is scanned once and
+    remembered under the user cache directory, where the next process reads it."""
+    from flydeps import settings
+
+    shipped, home = tmp_path / "shipped", tmp_path / "home"
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(shipped))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    real_can_write = settings.can_write
+    monkeypatch.setattr(settings, "can_write", lambda d: not str(d).startswith(str(shipped)) and real_can_write(d))
+    scans: list[int] = []
+    real_scan = _origin._scan_paths
+
+    def counted_scan() -> tuple[dict, dict, dict]:
+        scans.append(1)
+        return real_scan()
+
+    monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
+    try:
+        first = _fresh_index()
+        assert len(scans) == 1 and not shipped.exists()
+        assert [p.parent.parent for p in home.rglob("index-*.json")] == [home / "flydeps"]
+        assert _fresh_index() == first and len(scans) == 1  # read back from the user cache
+        monkeypatch.setattr(settings, "can_write", real_can_write)  # the build machine wrote one
+        _fresh_index()
+        assert len(scans) == 2 and list(shipped.rglob("index-*.json"))
+        (home / "flydeps").rename(tmp_path / "gone")
+        monkeypatch.setattr(settings, "can_write", lambda d: not str(d).startswith(str(shipped)) and real_can_write(d))
+        assert _fresh_index() == first and len(scans) == 2  # the shipped memo matches this machine
+    finally:
+        _clear()
+
+
 def test_library_dirs_are_remembered_with_what_places_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The library directories a process reads back from the memo are the ones ``sysconfig``
     and ``site`` give; what moves them (the home the user site follows, ``PYTHONUSERBASE``,

@@ -173,6 +173,7 @@ def test_a_read_only_cache_serves_its_rows_and_traces_the_rest_in_memory(
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         (toolchain,) = {k for (k,) in conn.execute("SELECT flydsl_key FROM toolchains")}
         conn.execute("DELETE FROM toolchains")  # as if written on another machine (other files)
+    shutil.rmtree(repo.flydeps_cache / "origin")  # the distribution index: that machine's too
     view = read_only_view(tmp_path)
     home = tmp_path / "home-cache"  # the user cache directory: writable
     read_only = {
@@ -183,7 +184,9 @@ def test_a_read_only_cache_serves_its_rows_and_traces_the_rest_in_memory(
     served = repo.run("reduce", "partial_sum", "--fresh-ir", **read_only)
     assert served["loaded"] and served["traces"] == 0
     assert served["ir_key"] == served["fresh_ir"] == first["ir_key"]
-    # The toolchain key the read-only index cannot take is remembered in the user cache directory.
+    # What the read-only directory cannot take for this machine is remembered in the user
+    # cache directory: FlyDSL's toolchain key, the distribution index (a ~35 ms scan).
+    assert len(list((home / "flydeps" / "origin").glob("index-*.json"))) == 1
     with sqlite3.connect(home / "flydeps" / index.INDEX_NAME) as conn:
         assert {k for (k,) in conn.execute("SELECT flydsl_key FROM toolchains")} == {toolchain}
         assert conn.execute("SELECT count(*) FROM specializations").fetchone() == (0,)
