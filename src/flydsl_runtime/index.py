@@ -5,9 +5,9 @@ Contract
 --------
 Store: one SQLite file, ``runtime-index-v1.sqlite3`` under ``FLYDEPS_CACHE_DIR`` (default:
 ``platformdirs.user_cache_dir("flydeps")``), in WAL mode; in rollback-journal mode when an
-AOT build or a directory on a network file system sets it up (SQLite's WAL mode works
-within one host only; rollback-journal files are also read where nothing may be written). One row per specialization:
-``(key, env_reads) -> (launcher, ir_key, created, python, detail)``; ``detail`` is the key's
+AOT build sets it up or it is created on a network file system (:mod:`.sqlitefile`: WAL
+works within one host only, and a rollback-journal file is read where nothing may be
+written). One row per specialization: ``(key, env_reads) -> (launcher, ir_key, created, python, detail)``; ``detail`` is the key's
 parts spelled out (:func:`key_parts`: each argument, target, env variable, hint, version,
 and every node of the dependency graph with its digest and ``file:line``), read only to
 explain a miss (:mod:`.aot`). Nothing is pickled here: keys
@@ -43,7 +43,7 @@ writable — is a miss or a skipped write with one warning on the ``flydsl_runti
 naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
 started. Nothing here raises into a launcher call. Where this process cannot write (the
 directory or file is not writable: another user's, a read-only mount) the file is opened
-read-only (:func:`_open_read_only`) and no row is written.
+read-only (:mod:`.sqlitefile`) and no row is written.
 
 For AOT builds (:mod:`.aotbuild`): :func:`defer_writes` collects a worker's rows for the
 parent (the one writer), :func:`collect_uses` notes the rows a worker was served and the
@@ -76,6 +76,8 @@ from flydeps._environ import EnvReads
 from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
 
+from . import sqlitefile
+
 __all__ = [
     "INDEX_NAME",
     "IndexReadError",
@@ -88,7 +90,6 @@ __all__ = [
     "disk_key",
     "disk_key_with",
     "enabled",
-    "fs_type",
     "index_path",
     "key_or_reason",
     "key_parts",
@@ -133,11 +134,6 @@ CREATE TABLE IF NOT EXISTS toolchains (
 # network file system, where SQLite's WAL mode does not work across hosts). 0: not yet.
 _SET_UP_WAL = 1
 _SET_UP_ROLLBACK = 2
-# File system types that hosts share over a network (``/proc/self/mountinfo``'s names).
-_NETWORK_FS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "panfs"}
-    | {"fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.gcsfuse", "fuse.s3fs", "fuse.juicefs", "ocfs2", "gfs2"}
-)
 # Top-level packages whose types may appear by name in a persistent key: their code is
 # covered by the versions in the key. A user type's definition is not, so it is not named.
 _LIBRARY_TYPES = frozenset({"builtins", "flydsl", "torch", "numpy"})
@@ -330,20 +326,20 @@ def _connect(path: Path) -> sqlite3.Connection:
 
     Where this process cannot write (the directory, or the file, is not writable: a shipped
     directory owned by another user, a read-only mount) the file is opened read-only
-    (:func:`_open_read_only`): rows are read, none is written (:func:`read_only` says so)."""
+    (:mod:`.sqlitefile`): rows are read, none is written (:func:`read_only` says so)."""
     key = (path, threading.get_ident())
     with _lock:
         conn = _connections.get(key)
         if conn is not None:
             return conn
-    if _can_write(path):
+    if sqlitefile.can_write(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA synchronous=NORMAL")
             # The journal mode and the tables persist in the file: set up once, marked by user_version.
             if conn.execute("PRAGMA user_version").fetchone()[0] not in (_SET_UP_WAL, _SET_UP_ROLLBACK):
-                rollback = _deferred is not None or _path_override is not None or _on_network_fs(path.parent)
+                rollback = _deferred is not None or _path_override is not None or sqlitefile.on_network_fs(path.parent)
                 conn.execute(f"PRAGMA journal_mode={'DELETE' if rollback else 'WAL'}")
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -354,7 +350,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     else:
         with _lock:
             _read_only.add(path)  # whether or not it can be read: no row is written here
-        conn = _open_read_only(path)
+        conn = sqlitefile.open_read_only(path)
     with _lock:
         _connections[key] = conn
     return conn
@@ -368,100 +364,6 @@ def read_only(path: Path) -> bool:
     """True when this process reads the index file ``path`` without writing it (:func:`_connect`
     found it cannot write there)."""
     return path in _read_only
-
-
-def _on_network_fs(directory: Path) -> bool:
-    """``directory`` is on a file system shared over a network (by :func:`fs_type`)."""
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as file:
-            mountinfo = file.read()
-    except OSError:  # not Linux: WAL, as SQLite's default advice
-        return False
-    return fs_type(os.path.realpath(directory), mountinfo) in _NETWORK_FS
-
-
-def fs_type(path: str, mountinfo: str) -> str | None:
-    """The type of the file system ``path`` (absolute, resolved) is on, by the innermost
-    mount point containing it in ``mountinfo`` (``/proc/self/mountinfo``'s text)."""
-    best, kind = -1, None
-    for line in mountinfo.splitlines():
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split()
-        if len(parts) < 5 or not rest:
-            continue
-        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= best:  # a later mount on the same point hides an earlier one
-            best, kind = len(point), rest.split()[0]
-    return kind
-
-
-def _can_write(path: Path) -> bool:
-    """The index at ``path`` can be created or written by this process: its directory is
-    writable (``settings.can_write``), and so is the file where it exists."""
-    return settings.can_write(path.parent) and (not path.exists() or os.access(path, os.W_OK))
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """``path`` opened read-only; raises ``sqlite3.Error`` when it cannot be read.
-
-    SQLite reads a file in rollback-journal mode (as an AOT build leaves it) read-only with
-    its usual locks. A file in WAL mode needs its ``-shm`` file, which SQLite cannot create
-    where nothing may be written: on a read-only mount, with no write-ahead log content
-    beside it (every row is in the file), it is opened ``immutable`` (no locks: nothing can
-    write through a read-only mount). Otherwise the error stands, and says what to do."""
-    uri = path.resolve().as_uri()
-
-    def opened(query: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA user_version").fetchone()  # opens the file (and its log)
-        except sqlite3.Error:
-            conn.close()
-            raise
-        return conn
-
-    try:
-        return opened("mode=ro")
-    except sqlite3.OperationalError as error:
-        if not _in_wal_mode(path):  # a rollback journal left by a writer that died: not for us to undo
-            raise
-        if not _on_read_only_mount(path):
-            todo = "make the directory writable for this user"
-        elif _log_is_empty(path):
-            return opened("mode=ro&immutable=1")
-        else:
-            todo = "its write-ahead log holds rows the file does not: copy it again after its last writer closed it"
-        raise sqlite3.OperationalError(
-            f"{error} (an index in WAL mode that this process cannot write beside: {todo}, or rebuild "
-            "it with `flydeps aot build`, which leaves it readable without write access)"
-        ) from None
-
-
-def _on_read_only_mount(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
-        return False
-
-
-def _in_wal_mode(path: Path) -> bool:
-    """The SQLite file at ``path`` is in WAL mode (its header's format version bytes are 2)."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(20)
-    except OSError:
-        return False
-    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
-
-
-def _log_is_empty(path: Path) -> bool:
-    try:
-        return os.stat(f"{path}-wal").st_size == 0
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
 
 
 def close() -> None:
@@ -683,7 +585,7 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
     if not path.is_file():
         raise IndexReadError(f"{path}: no persistent index there (an AOT build writes {INDEX_NAME} into its --out DIR)")
     try:
-        conn = _open_read_only(path)
+        conn = sqlitefile.open_read_only(path)
         try:
             rows = conn.execute(
                 "SELECT key, env_reads, launcher, ir_key, created, python, detail FROM specializations"
@@ -864,10 +766,10 @@ def _toolchain_stores() -> tuple[Path, ...]:
     whose row names another machine's files), also the index in the user cache directory,
     so the toolchain is hashed once per machine there too, not once per process."""
     path = index_path()
-    if _can_write(path):
+    if sqlitefile.can_write(path):
         return (path,)
     home = Path(settings.user_cache_root()) / INDEX_NAME
-    return (path, home) if home != path and _can_write(home) else (path,)
+    return (path, home) if home != path and sqlitefile.can_write(home) else (path,)
 
 
 def disk_key(ir_key: str) -> str:

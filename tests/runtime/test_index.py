@@ -29,7 +29,7 @@ pytest.importorskip("flydsl")
 
 import torch  # noqa: E402
 
-from flydsl_runtime import index  # noqa: E402
+from flydsl_runtime import index, sqlitefile  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -660,8 +660,8 @@ MOUNTINFO = r"""22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw
 def test_file_system_type_of_a_cache_directory(path: str, kind: str) -> None:
     """A directory on a network file system gets a rollback-journal index (SQLite's WAL mode
     works within one host): its type is read from the innermost mount point holding it."""
-    assert index.fs_type(path, MOUNTINFO) == kind
-    assert (kind in index._NETWORK_FS) == (kind in {"nfs4", "nfs", "cifs", "lustre"})
+    assert sqlitefile.fs_type(path, MOUNTINFO) == kind
+    assert (kind in sqlitefile.NETWORK_FS) == (kind in {"nfs4", "nfs", "cifs", "lustre"})
 
 
 @pytest.mark.parametrize("network", [False, True])
@@ -670,7 +670,7 @@ def test_the_journal_mode_is_chosen_when_the_index_is_created(
 ) -> None:
     """WAL for a runtime's cache on a local disk, the rollback journal on a network file system;
     the mode stays with the file (a later open does not change it)."""
-    monkeypatch.setattr(index, "_on_network_fs", lambda directory: network)
+    monkeypatch.setattr(sqlitefile, "on_network_fs", lambda directory: network)
     path = tmp_path / "cache" / index.INDEX_NAME
     try:
         conn = index._connect(path)
@@ -678,7 +678,7 @@ def test_the_journal_mode_is_chosen_when_the_index_is_created(
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         assert (mode, version) == (("delete", 2) if network else ("wal", 1))
         index._forget(path)
-        monkeypatch.setattr(index, "_on_network_fs", lambda directory: not network)
+        monkeypatch.setattr(sqlitefile, "on_network_fs", lambda directory: not network)
         assert index._connect(path).execute("PRAGMA journal_mode").fetchone()[0] == mode
     finally:
         index._forget(path)

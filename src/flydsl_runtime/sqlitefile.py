@@ -1,0 +1,121 @@
+"""How this process opens an SQLite file, by where the file lives.
+
+Contract
+--------
+Reads the file system, never writes it. :func:`can_write` says whether this process may
+create or write the file (its directory and the file itself, by ``os.access``: another
+user's directory and a read-only mount alike). :func:`on_network_fs` says whether a
+directory is on a file system hosts share over a network (``/proc/self/mountinfo``), where
+SQLite's WAL mode does not work (it shares memory within one host): a file created there is
+for the rollback journal. :func:`open_read_only` opens a file this process cannot write:
+SQLite reads a rollback-journal file read-only with its usual locks; a WAL file needs its
+``-shm`` beside it, so on a read-only mount, with nothing in its write-ahead log, it is
+opened ``immutable`` (no locks: nothing writes through a read-only mount); otherwise, and
+for a rollback journal a writer died in (SQLite must roll it back first), the error stands
+and says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from flydeps import settings
+
+__all__ = ["NETWORK_FS", "can_write", "fs_type", "on_network_fs", "open_read_only"]
+
+# File system types that hosts share over a network (``/proc/self/mountinfo``'s names).
+NETWORK_FS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "panfs"}
+    | {"fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.gcsfuse", "fuse.s3fs", "fuse.juicefs", "ocfs2", "gfs2"}
+)
+
+
+def on_network_fs(directory: Path) -> bool:
+    """``directory`` is on a file system shared over a network (by :func:`fs_type`)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as file:
+            mountinfo = file.read()
+    except OSError:  # not Linux: WAL, as SQLite's default advice
+        return False
+    return fs_type(os.path.realpath(directory), mountinfo) in NETWORK_FS
+
+
+def fs_type(path: str, mountinfo: str) -> str | None:
+    """The type of the file system ``path`` (absolute, resolved) is on, by the innermost
+    mount point containing it in ``mountinfo`` (``/proc/self/mountinfo``'s text)."""
+    best, kind = -1, None
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:  # a later mount on the same point hides an earlier one
+            best, kind = len(point), rest.split()[0]
+    return kind
+
+
+def can_write(path: Path) -> bool:
+    """The file at ``path`` can be created or written by this process: its directory is
+    writable (``flydeps.settings.can_write``), and so is the file where it exists."""
+    return settings.can_write(path.parent) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only (see the module's contract); raises ``sqlite3.Error`` when
+    it cannot be read."""
+    uri = path.resolve().as_uri()
+
+    def opened(query: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()  # opens the file (and its log)
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    try:
+        return opened("mode=ro")
+    except sqlite3.OperationalError as error:
+        if not _in_wal_mode(path):  # a rollback journal left by a writer that died: not for us to undo
+            raise
+        if not _on_read_only_mount(path):
+            todo = "make the directory writable for this user"
+        elif _log_is_empty(path):
+            return opened("mode=ro&immutable=1")
+        else:
+            todo = "its write-ahead log holds rows the file does not: copy it again after its last writer closed it"
+        raise sqlite3.OperationalError(
+            f"{error} (an index in WAL mode that this process cannot write beside: {todo}, or rebuild "
+            "it with `flydeps aot build`, which leaves it readable without write access)"
+        ) from None
+
+
+def _on_read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        return False
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """The SQLite file at ``path`` is in WAL mode (its header's format version bytes are 2)."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+def _log_is_empty(path: Path) -> bool:
+    try:
+        return os.stat(f"{path}-wal").st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
