@@ -7,11 +7,11 @@ Store: one SQLite file, ``runtime-index-v1.sqlite3`` under ``FLYDEPS_CACHE_DIR``
 ``platformdirs.user_cache_dir("flydeps")``), in WAL mode; in rollback-journal mode when an
 AOT build sets it up or it is created on a network file system (:mod:`.sqlitefile`: WAL
 works within one host only, and a rollback-journal file is read where nothing may be
-written). One row per specialization: ``(key, env_reads) -> (launcher, ir_key, created, python, detail)``; ``detail`` is the key's
-parts spelled out (:func:`key_parts`: each argument, target, env variable, hint, version,
-and every node of the dependency graph with its digest and ``file:line``), read only to
-explain a miss (:mod:`.aot`). Nothing is pickled here: keys
-are hex digests, the rest JSON text. FlyDSL keeps the artifact itself in its own disk cache
+written). One row per specialization: ``(key, env_reads) -> (launcher, ir_key, created,
+python, detail)``; ``detail`` is the key's parts spelled out (:func:`key_parts`: each
+argument, target, env variable, hint, version, and every node of the dependency graph with
+its digest and ``file:line``), read only to explain a miss (:mod:`.aot`). Nothing is
+pickled here: keys are hex digests, the rest JSON text. FlyDSL keeps the artifact itself in its own disk cache
 (``FLYDSL_RUNTIME_CACHE_DIR``, pickles it writes and reads under its own file locks); a row
 names it by FlyDSL's IR key, and the disk file is found the way FlyDSL finds it
 (``_disk_cache_key``: the IR key namespaced by the *current* toolchain digest), so a row
