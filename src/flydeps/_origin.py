@@ -180,20 +180,12 @@ def _path_unchanged(remembered: list) -> bool:
     return True
 
 
-def _memo_file(places: str, base: str | None = None) -> str:
-    return os.path.join(base or settings.cache_root(), "origin", f"index-{places[:32]}.json")
+def _memo_file(places: str) -> str:
+    return os.path.join(settings.cache_root(), _memo_name(places))
 
 
-def _memo_files(places: str) -> tuple[str, ...]:
-    """Where the index is remembered, read in order, the last one written: under
-    ``FLYDEPS_CACHE_DIR``; where this process cannot write there (a shipped directory on a
-    read-only volume, whose memo, if any, describes the machine that built it), also under
-    the user cache directory, so the scan is paid once per machine, not once per process."""
-    first = _memo_file(places)
-    if settings.can_write(os.path.dirname(first)):
-        return (first,)
-    home = _memo_file(places, settings.user_cache_root())
-    return (first, home) if home != first and settings.can_write(os.path.dirname(home)) else (first,)
+def _memo_name(places: str) -> str:
+    return os.path.join("origin", f"index-{places[:32]}.json")
 
 
 def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -206,7 +198,7 @@ def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
 def _indexed() -> _Index:
     """The distribution index and the library directories, remembered on disk
     (``$FLYDEPS_CACHE_DIR/origin``, one JSON file per :func:`_places`; see
-    :func:`_memo_files`): a new process with
+    ``settings.memo_paths``): a new process with
     the same interpreter reads it back after one ``stat`` per ``sys.path`` entry (a
     directory whose time moved is listed again: same distributions, same index). What a
     distribution's own metadata says is checked only when it is used (:func:`_providers`,
@@ -221,7 +213,7 @@ def _indexed() -> _Index:
 
 def _load(*, scan: bool = False) -> _Index:
     places = _places()
-    paths = _memo_files(places)
+    paths = settings.memo_paths(_memo_name(places))  # a read-only cache root: the user's too
     for path in paths if not scan else ():
         try:
             with open(path, encoding="utf-8") as f:

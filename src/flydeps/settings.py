@@ -276,6 +276,25 @@ def user_cache_root() -> str:
     return platformdirs.user_cache_dir("flydeps")
 
 
+def memo_paths(relative: str, first: str | None = None) -> tuple[str, ...]:
+    """Where a memo kept at ``relative`` under :func:`cache_root` (or at ``first``) is read,
+    in order, the last one written: there; where this process cannot write it (a shipped
+    ``FLYDEPS_CACHE_DIR`` on a read-only volume, whose memo describes the machine that built
+    it), also under :func:`user_cache_root`, so what it remembers is computed once per
+    machine, not once per process."""
+    first = first or os.path.join(cache_root(), relative)
+    if can_write_file(first):
+        return (first,)
+    home = os.path.join(user_cache_root(), relative)
+    return (first, home) if home != first and can_write_file(home) else (first,)
+
+
+def can_write_file(path: str | os.PathLike[str]) -> bool:
+    """This process can create or write the file at ``path``: its directory (:func:`can_write`),
+    and the file where it exists."""
+    return can_write(os.path.dirname(os.path.abspath(path))) and (not os.path.exists(path) or os.access(path, os.W_OK))
+
+
 def can_write(directory: str | os.PathLike[str]) -> bool:
     """This process can create files in ``directory``; where it does not exist yet, in the
     nearest existing directory above it (where it would be made). ``os.access`` answers for

@@ -332,7 +332,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn = _connections.get(key)
         if conn is not None:
             return conn
-    if sqlitefile.can_write(path):
+    if settings.can_write_file(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
@@ -765,11 +765,7 @@ def _toolchain_stores() -> tuple[Path, ...]:
     index; where this process cannot write it (a shipped directory on a read-only volume,
     whose row names another machine's files), also the index in the user cache directory,
     so the toolchain is hashed once per machine there too, not once per process."""
-    path = index_path()
-    if sqlitefile.can_write(path):
-        return (path,)
-    home = Path(settings.user_cache_root()) / INDEX_NAME
-    return (path, home) if home != path and sqlitefile.can_write(home) else (path,)
+    return tuple(Path(p) for p in settings.memo_paths(INDEX_NAME, first=str(index_path())))
 
 
 def disk_key(ir_key: str) -> str:

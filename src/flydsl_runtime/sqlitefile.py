@@ -2,9 +2,8 @@
 
 Contract
 --------
-Reads the file system, never writes it. :func:`can_write` says whether this process may
-create or write the file (its directory and the file itself, by ``os.access``: another
-user's directory and a read-only mount alike). :func:`on_network_fs` says whether a
+Reads the file system, never writes it. (Whether this process may create or write a file
+is ``flydeps.settings.can_write_file``.) :func:`on_network_fs` says whether a
 directory is on a file system hosts share over a network (``/proc/self/mountinfo``), where
 SQLite's WAL mode does not work (it shares memory within one host): a file created there is
 for the rollback journal. :func:`open_read_only` opens a file this process cannot write:
@@ -21,9 +20,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from flydeps import settings
-
-__all__ = ["NETWORK_FS", "can_write", "fs_type", "on_network_fs", "open_read_only"]
+__all__ = ["NETWORK_FS", "fs_type", "on_network_fs", "open_read_only"]
 
 # File system types that hosts share over a network (``/proc/self/mountinfo``'s names).
 NETWORK_FS = frozenset(
@@ -56,12 +53,6 @@ def fs_type(path: str, mountinfo: str) -> str | None:
         if inside and len(point) >= best:  # a later mount on the same point hides an earlier one
             best, kind = len(point), rest.split()[0]
     return kind
-
-
-def can_write(path: Path) -> bool:
-    """The file at ``path`` can be created or written by this process: its directory is
-    writable (``flydeps.settings.can_write``), and so is the file where it exists."""
-    return settings.can_write(path.parent) and (not path.exists() or os.access(path, os.W_OK))
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:

@@ -90,6 +90,19 @@ def _clear() -> None:
     _origin._forget()
 
 
+def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item for each scan of the installed distributions from now on."""
+    scans: list[int] = []
+    real_scan = _origin._scan_paths
+
+    def counted_scan() -> tuple[dict, dict, dict]:
+        scans.append(1)
+        return real_scan()
+
+    monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
+    return scans
+
+
 def _fresh_index() -> tuple[dict, dict]:
     _clear()
     return _origin._index()
@@ -125,16 +138,9 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
         assert _origin.external_detail("memo_probe") == "memo-probe==1.10"
         assert _origin._providers("memo_probe_extra") == ["memo-probe"]
         (site_dir / "unrelated.py").write_text("")  # the directory's time moves, its distributions do not
-        scans: list[int] = []
-        real_scan = _origin._scan_paths
-
-        def counted_scan() -> tuple[dict, dict, dict]:
-            scans.append(1)
-            return real_scan()
-
-        monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
-        assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []  # no scan
-        monkeypatch.setattr(_origin, "_scan_paths", real_scan)
+        with monkeypatch.context() as patch:
+            scans = _count_scans(patch)
+            assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []  # no scan
         memo = Path(_origin._memo_file(_origin._places()))
         for junk in ("{not json", '{"state": "someone else", "packages": {}, "versions": {}}', "[]"):
             memo.write_text(junk)
@@ -160,14 +166,7 @@ def test_a_cache_dir_this_process_cannot_write_leaves_the_memo_to_the_user_cache
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
     real_can_write = settings.can_write
     monkeypatch.setattr(settings, "can_write", lambda d: not str(d).startswith(str(shipped)) and real_can_write(d))
-    scans: list[int] = []
-    real_scan = _origin._scan_paths
-
-    def counted_scan() -> tuple[dict, dict, dict]:
-        scans.append(1)
-        return real_scan()
-
-    monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
+    scans = _count_scans(monkeypatch)
     try:
         first = _fresh_index()
         assert len(scans) == 1 and not shipped.exists()
