@@ -36,7 +36,8 @@ counter on 3.12+ (both through :mod:`flydeps._watch`; spurious moves are allowed
 ones are not); ``None`` where neither exists (callers then re-read every time).
 
 Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C code calling
-``getenv(3)``, a subprocess). This module imports nothing outside the standard library.
+``getenv(3)``, a subprocess). This module imports nothing outside the standard library but
+:mod:`flydeps._codegen` (its generated checks are compiled once per interpreter build).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from . import _codegen
 
 __all__ = ["EMPTY", "EnvReads", "Recorder", "note", "paused", "recording", "version"]
 
@@ -127,6 +130,10 @@ class EnvReads:
         return EnvReads(self.values + extra, listed)
 
 
+def _always() -> bool:
+    return True
+
+
 def _compile_holds(keys: tuple, raws: tuple, listed: frozenset | None) -> Callable[[], bool]:
     """``holds`` for one set of reads, unrolled: one dict ``get`` and one ``==`` per variable
     (bytes compare by identity first), plus one keys-view comparison for a listing."""
@@ -137,8 +144,10 @@ def _compile_holds(keys: tuple, raws: tuple, listed: frozenset | None) -> Callab
         terms.append(f"_get(k{i}) is None" if raw is None else f"_get(k{i}) == v{i}")
     if listed is not None:
         terms.append("_keys() == _listed")
-    src = f"def holds():\n    return {' and '.join(terms) or 'True'}\n"
-    exec(compile(src, "<flydeps-env-reads>", "exec"), ns)
+    if not terms:  # no reads (EMPTY, made at import): nothing to generate
+        return _always
+    src = f"def holds():\n    return {' and '.join(terms)}\n"
+    exec(_codegen.code(src, "<flydeps-env-reads>"), ns)
     return ns["holds"]  # type: ignore[return-value]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.metadata
-import json
+import marshal
 import os
 import site
 import stat
@@ -29,7 +29,7 @@ from types import ModuleType
 
 from blake3 import blake3
 
-from . import settings
+from . import _memofile, settings
 
 __all__ = ["external_detail", "external_digest", "is_external_module", "PYTHON_DETAIL"]
 
@@ -185,7 +185,10 @@ def _memo_file(places: str) -> str:
 
 
 def _memo_name(places: str) -> str:
-    return os.path.join("origin", f"index-{places[:32]}.json")
+    return os.path.join("origin", f"index-{places[:32]}.marshal")
+
+
+_MEMO_KIND = f"distribution index {_INDEX_FORMAT}"
 
 
 def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -197,8 +200,8 @@ def _index() -> tuple[dict[str, list[str]], dict[str, str]]:
 
 def _indexed() -> _Index:
     """The distribution index and the library directories, remembered on disk
-    (``$FLYDEPS_CACHE_DIR/origin``, one JSON file per :func:`_places`; see
-    ``settings.memo_paths``): a new process with
+    (``$FLYDEPS_CACHE_DIR/origin``, one marshal :mod:`flydeps._memofile` per :func:`_places`,
+    read back only exactly as written; see ``settings.memo_paths``): a new process with
     the same interpreter reads it back after one ``stat`` per ``sys.path`` entry (a
     directory whose time moved is listed again: same distributions, same index). What a
     distribution's own metadata says is checked only when it is used (:func:`_providers`,
@@ -215,17 +218,12 @@ def _load(*, scan: bool = False) -> _Index:
     places = _places()
     paths = settings.memo_paths(_memo_name(places))  # a read-only cache root: the user's too
     for path in paths if not scan else ():
+        payload = _memofile.read(path, _MEMO_KIND)  # exactly as written, or None
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("places") == places and _path_unchanged(data["path"]):
-                return _Index(
-                    {str(k): [str(d) for d in v] for k, v in data["packages"].items()},
-                    {str(k): str(v) for k, v in data["versions"].items()},
-                    tuple(str(d) for d in data["library_dirs"]),
-                    {str(k): [[str(m), s] for m, s in v] for k, v in data["metadata"].items()},
-                )
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            data = marshal.loads(payload) if payload is not None else None
+            if type(data) is dict and data.get("places") == places and _path_unchanged(data["path"]):
+                return _Index(data["packages"], data["versions"], tuple(data["library_dirs"]), data["metadata"])
+        except (EOFError, ValueError, TypeError, KeyError):
             pass
     path = paths[-1]
     # Metadata is stat'ed before it is read: a change while scanning is seen by the next process.
@@ -239,24 +237,15 @@ def _load(*, scan: bool = False) -> _Index:
     metadata = {d: [[m, before[m] if m in before else _meta_state(m)] for m in paths] for d, paths in metas.items()}
     index = _Index(packages, versions, _find_library_dirs(), metadata)
     _checked.update(index.metadata)  # just read from the files
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "places": places,
-                    "path": path_state,
-                    "packages": packages,
-                    "versions": versions,
-                    "library_dirs": index.library_dirs,
-                    "metadata": index.metadata,
-                },
-                f,
-            )
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    memo = {
+        "places": places,
+        "path": path_state,
+        "packages": packages,
+        "versions": versions,
+        "library_dirs": list(index.library_dirs),
+        "metadata": index.metadata,
+    }
+    _memofile.write(path, _MEMO_KIND, marshal.dumps(memo))
     return index
 
 

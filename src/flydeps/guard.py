@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from operator import is_, itemgetter
 from types import FunctionType, MethodType, ModuleType
 
-from . import _audit, _watch
+from . import _audit, _codegen, _watch
 from ._bindings import MISSING, Binding, BindingKind, is_code
 from ._containers import read_dict
 from ._values import MutableWatch, describe
@@ -212,7 +212,7 @@ def _compile_check(
         "        return False",
     ]
     namespace: dict[str, object] = {}
-    exec(compile("\n".join(lines), "<flydeps guard>", "exec"), env, namespace)  # noqa: S102 - generated from ids only
+    exec(_codegen.code("\n".join(lines), "<flydeps guard>"), env, namespace)  # noqa: S102 - generated from ids only
     return namespace["check"]  # type: ignore[return-value]
 
 
@@ -328,7 +328,7 @@ def _unrolled_check(
         n += 1
     lines.append("    return True")
     namespace_: dict[str, object] = {}
-    exec(compile("\n".join(lines), "<flydeps guard namespaces>", "exec"), env, namespace_)  # noqa: S102 - ids only
+    exec(_codegen.code("\n".join(lines), "<flydeps guard namespaces>"), env, namespace_)  # noqa: S102 - ids only
     return namespace_["namespaces"]  # type: ignore[return-value]
 
 

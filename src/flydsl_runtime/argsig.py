@@ -54,6 +54,8 @@ from flydsl.compiler.protocol import cache_signature
 from flydsl.expr.numeric import Numeric
 from flydsl.expr.typing import Constexpr, Stream
 
+from flydeps import _codegen
+
 __all__ = ["ArgSigner", "ArgumentSignatureError", "SigToken", "signatures", "tensor_signature", "token"]
 
 
@@ -294,7 +296,7 @@ def _compile_plan(
             "                pass\n"
             "    return _slow(args)\n"
         )
-    exec(compile(src, "<flydsl_runtime-argsig>", "exec"), ns)
+    exec(_codegen.code(src, "<flydsl_runtime-argsig>"), ns)
     return ns["sign"]
 
 

@@ -68,6 +68,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from blake3 import blake3
 
@@ -644,10 +645,52 @@ def _toolchain_place() -> tuple[str, str, str] | None:
         return None
     if get_backend().target.backend != "rocm":
         return None
-    from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
-
-    bitcode = os.path.join(_mlirDialectsFlyROCDL.rocm_path(), "amdgcn", "bitcode")
+    bitcode = os.path.join(rocm_root(), "amdgcn", "bitcode")
     return _package_dir(flydsl.__file__), str(getattr(flydsl, "__version__", "?")), bitcode
+
+
+def rocm_root() -> str:
+    """The ROCm root whose device bitcode FlyDSL's toolchain key hashes: what
+    ``_mlirDialectsFlyROCDL.rocm_path()`` returns, asked of the C function that binding
+    wraps (``mlirFlyROCDLGetROCMPath`` in FlyDSL's C API library, loaded by ``import
+    flydsl``), so the answer is FlyDSL's own, read now (it follows the environment). The
+    binding module's first import costs ~1 ms of a new process's first call (nanobind type
+    registration), the call ~10 µs. Where that library is not loaded or has no such function
+    (another FlyDSL build, another platform), the binding is asked."""
+    function = _rocm_root_function()
+    if function is None:
+        from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
+
+        return str(_mlirDialectsFlyROCDL.rocm_path())
+    import ctypes
+
+    ref = function()
+    return ctypes.string_at(ref.data, ref.length).decode("utf-8", "surrogateescape") if ref.data else ""
+
+
+@functools.lru_cache(maxsize=1)
+def _rocm_root_function() -> Any:
+    """``MlirStringRef mlirFlyROCDLGetROCMPath(void)`` of FlyDSL's loaded C API library, or None."""
+    if os.name != "posix":
+        return None
+    import ctypes
+
+    from flydsl._mlir import _mlir_libs
+
+    class StringRef(ctypes.Structure):  # MLIR's C API MlirStringRef: {const char *data; size_t length}
+        _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+    directory = os.path.dirname(_mlir_libs.__file__)
+    for name in sorted(n for n in os.listdir(directory) if n.startswith("libFlyPythonCAPI.so")):
+        path = os.path.join(directory, name)
+        try:  # RTLD_NOLOAD: only the copy this process already runs, never a second one
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            function = library.mlirFlyROCDLGetROCMPath
+        except (OSError, AttributeError):
+            continue
+        function.argtypes, function.restype = [], StringRef
+        return function
+    return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -665,7 +708,7 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
     writes new ones) - the way flydeps counts every installed library by its version. Any
     other ``flydsl`` (editable, a source tree on ``sys.path``) counts by the size, time and
     inode of every file under the package. The ROCm device bitcode always counts file by
-    file."""
+    file: the ``*.bc`` files of its one directory, the files FlyDSL hashes."""
     place = place if place is not None else _toolchain_place()
     if place is None:
         return None
@@ -674,19 +717,29 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
     installed = _wheel_install(Path(package), version)
     if installed is not None:
         h.update(installed.encode("utf-8", "surrogatepass"))
-        roots = [bitcode]
     else:
-        roots = [package, bitcode]
-    for root in roots:
-        h.update(f"root {root}\0".encode("utf-8", "surrogatepass"))
-        for directory, dirs, files in os.walk(root, followlinks=True):
+        h.update(f"root {package}\0".encode("utf-8", "surrogatepass"))
+        for directory, dirs, files in os.walk(package, followlinks=True):
             dirs.sort()
-            for name in sorted(files):
-                st = os.stat(os.path.join(directory, name))
-                h.update(
-                    f"{directory}/{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass")
-                )
+            _files_state(h, directory, sorted(files))
+    h.update(f"bitcode {bitcode}\0".encode("utf-8", "surrogatepass"))
+    try:
+        names = sorted(name for name in os.listdir(bitcode) if name.endswith(".bc"))
+    except OSError as error:  # FlyDSL's glob finds nothing there either
+        names = []
+        h.update(f"unlisted {error.errno}\0".encode())
+    _files_state(h, bitcode, names)
     return h.hexdigest()
+
+
+def _files_state(h: Any, directory: str, names: list[str]) -> None:
+    """Each file's name, size, time and inode (its target's, through symbolic links) into ``h``."""
+    for name in names:
+        try:
+            st = os.stat(os.path.join(directory, name))
+            h.update(f"{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
+        except OSError as error:  # a dangling link: FlyDSL's read fails; counted as such
+            h.update(f"{name} unreadable {error.errno}\0".encode("utf-8", "surrogatepass"))
 
 
 def _wheel_install(package: Path, version: str) -> str | None:

@@ -11,15 +11,18 @@ so it must contain everything the running version's answer has, ``__pycache__`` 
 from __future__ import annotations
 
 import importlib.metadata
+import marshal
 import os
 import shutil
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from blake3 import blake3
 
-from flydeps import _origin
+from flydeps import _memofile, _origin
 
 
 def test_index_agrees_with_importlib_metadata() -> None:
@@ -86,6 +89,11 @@ def test_index_is_what_a_fresh_process_reads(top: str) -> None:
         _clear()
 
 
+def _memo_bytes(kind: str, payload: bytes) -> bytes:
+    """A memo file as :mod:`flydeps._memofile` writes it (header, digest, payload)."""
+    return _memofile._header(kind) + blake3(payload).digest() + payload
+
+
 def _clear() -> None:
     _origin._forget()
 
@@ -142,9 +150,20 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
             scans = _count_scans(patch)
             assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []  # no scan
         memo = Path(_origin._memo_file(_origin._places()))
-        for junk in ("{not json", '{"state": "someone else", "packages": {}, "versions": {}}', "[]"):
-            memo.write_text(junk)
+        good = memo.read_bytes()
+        kind = _origin._MEMO_KIND
+        foreign: tuple[Any, ...] = ({"places": "someone else", "packages": {}, "versions": {}}, [], {"places": 1})
+        for junk in (
+            b"{not a memo",
+            good[:-9],  # truncated
+            good[:-1] + bytes([good[-1] ^ 1]),  # one bit flipped: its digest does not match
+            *(  # well formed, but not an index of these places
+                _memo_bytes(kind, marshal.dumps(value)) for value in foreign
+            ),
+        ):
+            memo.write_bytes(junk)
             assert _fresh_index() == _origin._scan()
+            assert memo.read_bytes() != junk  # and written anew
         shutil.rmtree(info)
         assert "memo_probe" not in _fresh_index()[0]
         monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(memo))  # a file: nothing can be written under it
@@ -170,11 +189,11 @@ def test_a_cache_dir_this_process_cannot_write_leaves_the_memo_to_the_user_cache
     try:
         first = _fresh_index()
         assert len(scans) == 1 and not shipped.exists()
-        assert [p.parent.parent for p in home.rglob("index-*.json")] == [home / "flydeps"]
+        assert [p.parent.parent for p in home.rglob("index-*.marshal")] == [home / "flydeps"]
         assert _fresh_index() == first and len(scans) == 1  # read back from the user cache
         monkeypatch.setattr(settings, "can_write", real_can_write)  # the build machine wrote one
         _fresh_index()
-        assert len(scans) == 2 and list(shipped.rglob("index-*.json"))
+        assert len(scans) == 2 and list(shipped.rglob("index-*.marshal"))
         (home / "flydeps").rename(tmp_path / "gone")
         monkeypatch.setattr(settings, "can_write", lambda d: not str(d).startswith(str(shipped)) and real_can_write(d))
         assert _fresh_index() == first and len(scans) == 2  # the shipped memo matches this machine
@@ -208,7 +227,10 @@ def test_library_dirs_are_remembered_with_what_places_them(tmp_path: Path, monke
         monkeypatch.setattr(sys, "exec_prefix", exec_prefix)
         assert _origin._places() == state
         memo = Path(_origin._memo_file(state))
-        memo.write_text(memo.read_text().replace('"library_dirs"', '"library_dirz"'))  # a foreign file
+        written = marshal.loads(_memofile.read(str(memo), _origin._MEMO_KIND) or b"")
+        written["library_dirs"] = ["/nowhere/"]  # another version's file: its own, not these
+        del written["packages"]
+        memo.write_bytes(_memo_bytes(_origin._MEMO_KIND, marshal.dumps(written)))
         _clear()
         assert _origin._library_dirs() == _origin._find_library_dirs()
     finally:

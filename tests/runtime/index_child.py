@@ -3,9 +3,10 @@ launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
     python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16] [--fresh-ir]
 
-Prints ``{"traces": n, "ir_key": "...", "loaded": bool}``: FlyDSL traces run in this process
-(counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry, and
-whether the entry came from the persistent index; when the call raises,
+Prints ``{"traces": n, "ir_key": "...", "loaded": bool, ...}``: FlyDSL traces run in this process
+(counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry,
+whether the entry came from the persistent index, and whether the call imported FlyDSL's
+ROCDL binding module (``call_imported_rocdl_binding``); when the call raises,
 ``{"error": type name, "message": ...}`` instead. ``--fresh-ir`` adds ``fresh_ir``: FlyDSL's
 IR key from a fresh trace of the same call, made after it (the oracle). ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
@@ -57,6 +58,8 @@ def main() -> int:
     owner = launch.func.__self__ if bound else launch  # the Launcher behind a bound call
     dtype = getattr(torch, sys.argv[sys.argv.index("--dtype") + 1]) if "--dtype" in sys.argv else torch.float32
     tensors = [torch.zeros(1024, dtype=dtype) for _ in range(3)]
+    binding = "flydsl._mlir._mlir_libs._mlirDialectsFlyROCDL"  # FlyDSL's ROCDL Python binding module
+    binding_before = binding in sys.modules
     try:
         if launcher == "partial_sum":
             launch(tensors[0], tensors[1], 256)
@@ -69,6 +72,7 @@ def main() -> int:
     (entry,) = owner.entries()
     loaded = any("loaded from the persistent index" in n for n in notes)
     result = {"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}
+    result["call_imported_rocdl_binding"] = binding in sys.modules and not binding_before
     if "--fresh-ir" in sys.argv:  # the oracle: FlyDSL's IR key from a fresh trace of the same call
         jf = owner.jit_function
         call = (tensors[0], tensors[1], 256) if launcher == "partial_sum" else (*tensors, 1024)

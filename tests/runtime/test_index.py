@@ -95,6 +95,8 @@ def test_new_process_starts_without_trace_and_the_ir_is_what_a_trace_gives(repo:
     assert len(repo.rows()) == 1
     second = repo.run()
     assert second == {**second, "traces": 0, "loaded": True, "ir_key": first["ir_key"]}
+    # FlyDSL's ROCm root came from its C API, not its ROCDL binding (~1 ms to import).
+    assert first["call_imported_rocdl_binding"] and not second["call_imported_rocdl_binding"]
     verified = repo.run(FLYDEPS_VERIFY="1")  # traces, compares with the row, raises if different
     assert verified["traces"] == 1 and verified["ir_key"] == first["ir_key"]
     assert len(repo.rows()) == 1
@@ -186,7 +188,7 @@ def test_a_read_only_cache_serves_its_rows_and_traces_the_rest_in_memory(
     assert served["ir_key"] == served["fresh_ir"] == first["ir_key"]
     # What the read-only directory cannot take for this machine is remembered in the user
     # cache directory: FlyDSL's toolchain key, the distribution index (a ~35 ms scan).
-    assert len(list((home / "flydeps" / "origin").glob("index-*.json"))) == 1
+    assert len(list((home / "flydeps" / "origin").glob("index-*.marshal"))) == 1
     with sqlite3.connect(home / "flydeps" / index.INDEX_NAME) as conn:
         assert {k for (k,) in conn.execute("SELECT flydsl_key FROM toolchains")} == {toolchain}
         assert conn.execute("SELECT count(*) FROM specializations").fetchone() == (0,)
@@ -463,6 +465,54 @@ def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path,
     assert index.disk_key(ir_key) == expected  # read back from the index: FlyDSL hashes nothing
     monkeypatch.setattr(fjf, "EXTRA_SOURCE_DIRS", ["/somewhere"])  # FlyDSL would read more: no memo
     assert index._toolchain_files() is None
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"ROCM_PATH": "/a"}, {"ROCM_ROOT": "/b"}, {"ROCM_HOME": "/c"}, {"ROCM_ROOT": "/b", "ROCM_HOME": "/c"},
+     {"ROCM_PATH": "", "ROCM_HOME": "/c"}, {"ROCM_PATH": "/a", "ROCM_ROOT": "/b", "ROCM_HOME": "/c"}],
+)
+def test_the_rocm_root_is_the_one_flydsls_binding_gives(monkeypatch, env: dict[str, str]) -> None:
+    """The oracle is FlyDSL's ROCDL binding (``rocm_path()``, what its toolchain key hashes
+    the device bitcode under), asked in the same environment; and where FlyDSL's C API
+    function cannot be found, the binding is what is asked."""
+    from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
+
+    for name in ("ROCM_PATH", "ROCM_ROOT", "ROCM_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert index._rocm_root_function() is not None  # FlyDSL 0.5 on Linux: its C API function
+    assert index.rocm_root() == _mlirDialectsFlyROCDL.rocm_path()
+    monkeypatch.setattr(index, "_rocm_root_function", lambda: None)
+    assert index.rocm_root() == _mlirDialectsFlyROCDL.rocm_path()
+
+
+def test_the_toolchain_files_are_the_bitcode_flydsl_hashes(tmp_path: Path, monkeypatch) -> None:
+    """FlyDSL hashes the ``*.bc`` files of ``<rocm>/amdgcn/bitcode`` (not below it, nothing
+    else): each one's metadata moves the digest, anything else there does not; a missing
+    directory is a digest too (FlyDSL hashes nothing there)."""
+    place = index._toolchain_place()
+    assert place is not None
+    bitcode = tmp_path / "rocm" / "amdgcn" / "bitcode"
+    bitcode.mkdir(parents=True)
+    (bitcode / "ocml.bc").write_bytes(b"BC1")
+    at = (place[0], place[1], str(bitcode))
+    first = index._toolchain_files(at)
+    assert index._toolchain_files(at) == first
+    (bitcode / "notes.txt").write_text("x")
+    (bitcode / "sub").mkdir()
+    (bitcode / "sub" / "deeper.bc").write_bytes(b"BC")
+    assert index._toolchain_files(at) == first
+    (bitcode / "ockl.bc").write_bytes(b"BC2")
+    second = index._toolchain_files(at)
+    assert second != first
+    os.utime(bitcode / "ocml.bc", ns=(1, 1))  # rewritten in place: same inode, same size
+    assert index._toolchain_files(at) not in (first, second)
+    (bitcode / "dangling.bc").symlink_to(tmp_path / "nowhere.bc")
+    assert index._toolchain_files(at) is not None
+    missing = index._toolchain_files((place[0], place[1], str(tmp_path / "none")))
+    assert missing is not None and missing != first
 
 
 def test_a_row_naming_other_ir_is_reported_and_replaced(repo: Repo) -> None:
