@@ -721,6 +721,7 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
         h.update(f"root {package}\0".encode("utf-8", "surrogatepass"))
         for directory, dirs, files in os.walk(package, followlinks=True):
             dirs.sort()
+            h.update(f"directory {directory}\0".encode("utf-8", "surrogatepass"))
             _files_state(h, directory, sorted(files))
     h.update(f"bitcode {bitcode}\0".encode("utf-8", "surrogatepass"))
     try:
@@ -733,13 +734,25 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
 
 
 def _files_state(h: Any, directory: str, names: list[str]) -> None:
-    """Each file's name, size, time and inode (its target's, through symbolic links) into ``h``."""
-    for name in names:
+    """Each file's name, size, time and inode (its target's, through symbolic links) into
+    ``h``; stat'ed relative to the open directory where the platform can (the directory's
+    path is resolved once, not once per file)."""
+    fd = None
+    if names and os.stat in os.supports_dir_fd:
         try:
-            st = os.stat(os.path.join(directory, name))
-            h.update(f"{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
-        except OSError as error:  # a dangling link: FlyDSL's read fails; counted as such
-            h.update(f"{name} unreadable {error.errno}\0".encode("utf-8", "surrogatepass"))
+            fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            fd = None
+    try:
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd) if fd is not None else os.stat(os.path.join(directory, name))
+                h.update(f"{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
+            except OSError as error:  # a dangling link: FlyDSL's read fails; counted as such
+                h.update(f"{name} unreadable {error.errno}\0".encode("utf-8", "surrogatepass"))
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _wheel_install(package: Path, version: str) -> str | None:

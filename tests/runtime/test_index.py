@@ -515,6 +515,27 @@ def test_the_toolchain_files_are_the_bitcode_flydsl_hashes(tmp_path: Path, monke
     assert missing is not None and missing != first
 
 
+def test_a_flydsl_source_tree_counts_file_by_file(tmp_path: Path) -> None:
+    """A ``flydsl`` that is not a wheel install (a source tree, an editable install) counts
+    by every file under the package: a file rewritten in place, added, or moved to another
+    directory (same name, inode and time) moves the digest."""
+    package = tmp_path / "src" / "flydsl"
+    (package / "compiler").mkdir(parents=True)
+    (package / "expr").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "compiler" / "jit.py").write_text("x = 1\n")
+    at = (str(package), "0.5.0", str(tmp_path / "no-rocm"))
+    first = index._toolchain_files(at)
+    assert first is not None and index._toolchain_files(at) == first
+    os.rename(package / "compiler" / "jit.py", package / "expr" / "jit.py")
+    moved = index._toolchain_files(at)
+    assert moved not in (None, first)
+    os.rename(package / "expr" / "jit.py", package / "compiler" / "jit.py")
+    assert index._toolchain_files(at) == first
+    os.utime(package / "compiler" / "jit.py", ns=(5, 5))
+    assert index._toolchain_files(at) not in (first, moved)
+
+
 def test_a_row_naming_other_ir_is_reported_and_replaced(repo: Repo) -> None:
     """Bad input: a row whose IR key is not what a fresh trace of its key gives (as if the
     key missed an input) and whose artifact is gone: the call traces, says so, and the row
