@@ -267,13 +267,30 @@ def cache_root() -> str:
     return text("FLYDEPS_CACHE_DIR") or user_cache_root()
 
 
+# (os.environ's modification counter, platformdirs' answer) of the last user_cache_root().
+_user_cache: tuple[int, str] | None = None
+
+
 def user_cache_root() -> str:
     """The user cache directory (``platformdirs``, imported only here), whatever
     ``FLYDEPS_CACHE_DIR`` says: where a memo goes that a read-only ``FLYDEPS_CACHE_DIR``
-    (a shipped directory) cannot take."""
+    (a shipped directory) cannot take. Asked again only after ``os.environ`` changed (its
+    modification counter, ``flydeps._environ.version``; every call where there is none):
+    each answer costs ~50 µs, and the first a process asks imports platformdirs (~2.4 ms
+    beside torch and FlyDSL, which ``FLYDEPS_CACHE_DIR`` avoids)."""
+    global _user_cache
+    from ._environ import paused, version
+
+    now = version()
+    memo = _user_cache
+    if memo is not None and now is not None and memo[0] == now:
+        return memo[1]
     import platformdirs
 
-    return platformdirs.user_cache_dir("flydeps")
+    with paused():  # flydeps' own configuration is never an input of the user's build
+        root = platformdirs.user_cache_dir("flydeps")
+    _user_cache = (now, root) if now is not None else None
+    return root
 
 
 def memo_paths(relative: str, first: str | None = None) -> tuple[str, ...]:

@@ -315,3 +315,22 @@ def test_setting_error_survives_pickling() -> None:
         "x",
         "FLYDEPS_WATCH='x' is not a known value: set one of auto|off",
     )
+
+
+def test_the_user_cache_root_is_platformdirs_answer_and_follows_the_environment(monkeypatch, tmp_path) -> None:
+    """``settings.user_cache_root`` remembers platformdirs' answer only while ``os.environ``
+    is unchanged: the oracle is platformdirs, asked after each change."""
+    import platformdirs
+
+    for value in (str(tmp_path / "a"), str(tmp_path / "b"), None, str(tmp_path / "a")):
+        if value is None:
+            monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_CACHE_HOME", value)
+        assert settings.user_cache_root() == platformdirs.user_cache_dir("flydeps")
+        assert settings.user_cache_root() == platformdirs.user_cache_dir("flydeps")  # remembered, same
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert settings.user_cache_root() == platformdirs.user_cache_dir("flydeps") == str(
+        tmp_path / "home" / ".cache" / "flydeps"
+    )
