@@ -48,16 +48,21 @@ def _child(cache: Path, sources: list[str], **env: str) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _memo(cache: Path) -> Path:
-    return cache / _codegen._relative()
+def _key(source: str, filename: str) -> str:
+    return blake3(f"{filename}\0{source}".encode()).hexdigest()
+
+
+def _memo(cache: Path, source: str, filename: str = "<t>") -> Path:
+    """The file that remembers ``source`` compiled as ``filename``, under ``cache``."""
+    (directory,) = (cache / "codegen").iterdir()  # one interpreter build here
+    return directory / f"{_key(source, filename)}.marshal"
 
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """This process's memo forgotten, the cache root a new directory."""
     monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_codegen, "_known", None)
-    monkeypatch.setattr(_codegen, "_new", {})
+    monkeypatch.setattr(_codegen, "_known", {})
     return tmp_path / "cache"
 
 
@@ -70,7 +75,7 @@ def test_the_code_is_compiles_and_a_new_process_reads_it_back(fresh: Path) -> No
     made = _codegen.code(SOURCE, NAME)
     _same_code(made, compile(SOURCE, NAME, "exec"))
     assert _codegen.code(SOURCE, NAME) is made  # remembered in the process
-    assert _memo(fresh).is_file()
+    assert _memo(fresh, SOURCE, NAME).is_file()
     sources = ["def f():\n    return 41 + 1\n", "def f():\n    return 'x' * 3\n"]
     first = _child(fresh, sources)
     assert first == [{"compiled": True, "result": 42}, {"compiled": True, "result": "xxx"}]
@@ -84,16 +89,19 @@ def test_the_code_is_compiles_and_a_new_process_reads_it_back(fresh: Path) -> No
     assert _codegen.code(SOURCE, "<other>").co_filename == "<other>"
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "empty", "foreign", "not code", "not a dict"])
+@pytest.mark.parametrize(
+    "damage", ["flipped byte", "truncated", "empty", "foreign", "another key's", "not code", "not a code list"]
+)
 def test_a_damaged_or_foreign_memo_is_ignored_and_replaced(fresh: Path, damage: str) -> None:
-    """Bad input: the memo file altered after it was written. Nothing in it is used (a bit
-    flipped in a code object would otherwise run as a guard); the source is compiled again
-    and the file is written anew."""
+    """Bad input: the memo file altered after it was written. Nothing in it is used (a
+    constant changed in a code object, or another source's code, would otherwise run as a
+    guard); the source is compiled again and the file is written anew."""
     source = "def f():\n    return 41 + 1\n"
     assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]
-    memo = _memo(fresh)
+    memo = _memo(fresh, source)
     data = memo.read_bytes()
-    header = len(_memofile._header(_codegen._KIND)) + _memofile._DIGEST
+    kind = _codegen._kind(_key(source, "<t>"))
+    header = len(_memofile._header(kind)) + _memofile._DIGEST
     if damage == "flipped byte":  # the constant 42 (CPython folds 41 + 1) becomes 43: still valid marshal
         found = [data.find(tag + (42).to_bytes(4, "little"), header) for tag in (b"i", b"\xe9")]
         i = max(found) + 1
@@ -105,9 +113,13 @@ def test_a_damaged_or_foreign_memo_is_ignored_and_replaced(fresh: Path, damage: 
         memo.write_bytes(b"")
     elif damage == "foreign":
         memo.write_bytes(b"\x00garbage" * 40)
-    else:  # well formed, its digest right, but holding something other than code objects
-        payload = marshal.dumps({blake3(b"x").digest(): 1} if damage == "not code" else [1, 2])
-        memo.write_bytes(_memofile._header(_codegen._KIND) + blake3(payload).digest() + payload)
+    elif damage == "another key's":  # a whole, valid file of another source, copied over it
+        other = "def f():\n    return 7\n"
+        assert _child(fresh, [other]) == [{"compiled": True, "result": 7}]
+        memo.write_bytes(_memo(fresh, other).read_bytes())
+    else:  # well formed, its digest right, but holding something other than a code object
+        payload = marshal.dumps(42 if damage == "not code" else [1, 2])
+        memo.write_bytes(_memofile._header(kind) + blake3(payload).digest() + payload)
     assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]
     assert _child(fresh, [source]) == [{"compiled": False, "result": 42}]  # written anew, whole
 
