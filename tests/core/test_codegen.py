@@ -26,7 +26,7 @@ CHILD = r"""
 import json, sys
 compiled = []
 sys.addaudithook(lambda event, args: compiled.append(args[1]) if event == "compile" and args[1] == "<t>" else None)
-from flydeps import _codegen, _memofile
+from flydeps import _codegen
 out = []
 for source in json.loads(sys.argv[1]):
     before = len(compiled)
@@ -71,7 +71,7 @@ def _same_code(a: object, b: object) -> None:
         assert getattr(a, attr) == getattr(b, attr), attr
 
 
-def test_the_code_is_compiles_and_a_new_process_reads_it_back(fresh: Path) -> None:
+def test_the_code_is_what_compile_gives_and_a_new_process_reads_it_back(fresh: Path) -> None:
     made = _codegen.code(SOURCE, NAME)
     _same_code(made, compile(SOURCE, NAME, "exec"))
     assert _codegen.code(SOURCE, NAME) is made  # remembered in the process
