@@ -1,71 +1,187 @@
-"""Memo files: a payload written whole, read back only exactly as written.
+"""Private on-disk entries: the file mechanism every flydeps store and memo shares.
 
 Contract
 --------
-:func:`write` stores ``payload`` (bytes) under a header naming its ``kind`` and the blake3
-digest of the payload, in a temporary sibling renamed over the file: a reader sees the old
-file or the new one, never part of one. :func:`read` returns the payload of a file written
-by :func:`write` with the same ``kind``, or None when the file is missing or unreadable, of
-another kind (or another format version of it), or not exactly as written (damaged,
-truncated, edited: its digest does not match). A failed write is logged at debug level and
-returns False: a memo that cannot be kept costs its recomputation, nothing else. Touches
-only the file and its temporary sibling. Used by the memos a new process reads on its first
-call (:mod:`flydeps._origin`, :mod:`flydeps._codegen`), so that what they hold is what was
-computed.
+* :func:`private_dir` creates missing cache directories with mode 0700 and refuses (returns
+  None after ONE warning per directory and process) a directory that is not owned by the
+  current user or that group/others may write (:func:`unsafe_reason`): whoever can write a
+  cache decides what the reader believes. A refused or uncreatable store means "run without
+  it": answers stay correct, only slower.
+* An entry is one file that starts with the header ``flydeps-store-1 KIND KEY``: read back
+  only when the file is a regular file (opened without following symlinks and without
+  blocking), at most :data:`MAX_ENTRY_BYTES` long, and its header names exactly the kind
+  (which carries the format version) and the key it is looked up under: an entry copied
+  from another key or written by another format is a miss (:func:`read_file`). Entries are
+  written to a temporary file (0600) beside them and renamed into place (:func:`write_file`),
+  so readers never see half an entry; a failed write is logged at debug level.
+* :func:`read` / :func:`write` store bytes (a ``marshal`` payload: the distribution index of
+  :mod:`flydeps._origin`, the code objects of :mod:`flydeps._codegen`) after the header with
+  the payload's blake3 digest, and return it only exactly as written: a bit changed inside a
+  code object, which would still load and then run as a guard, is a miss.
+  :mod:`flydeps.static.store` keeps JSON documents in the same entries.
+
+Imports nothing but the standard library and ``blake3``: the first call of a new process
+reads these files.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
+import stat
+import tempfile
+from pathlib import Path
 
 from blake3 import blake3
 
-__all__ = ["read", "write"]
+__all__ = [
+    "MAX_ENTRY_BYTES",
+    "STORE_FORMAT",
+    "header",
+    "private_dir",
+    "read",
+    "read_file",
+    "unsafe_reason",
+    "write",
+    "write_file",
+]
 
 log = logging.getLogger("flydeps")
 
+STORE_FORMAT = "flydeps-store-1"
+# An entry larger than this is refused unread (a planted multi-gigabyte file costs nothing).
+MAX_ENTRY_BYTES = 256 << 20
 _DIGEST = 32
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+_warned: set[tuple[str, str]] = set()
 
 
-def _header(kind: str) -> bytes:
-    return f"flydeps-memo {kind}\n".encode()
+def unsafe_reason(path: Path) -> str | None:
+    """Why ``path`` (an existing directory) must not hold a cache, or None when it may:
+    it must be a directory owned by the current user (or a symlink of the user's or
+    root's to one) that neither group nor others can write."""
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # Windows: no POSIX owners or modes to check
+        return None
+    me = getuid()
+    if st.st_uid != me:
+        return f"it is owned by uid {st.st_uid}, not by you (uid {me})"
+    if st.st_mode & 0o022:
+        return f"group or others can write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    link = os.lstat(path)
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
+        return f"it is reached through a symlink owned by uid {link.st_uid}"
+    return None
 
 
-def read(path: str, kind: str) -> bytes | None:
-    """The payload of the memo file at ``path``, or None (see the module docstring)."""
+def private_dir(*dirs: Path) -> Path | None:
+    """The last of ``dirs`` (outermost first), each created with mode 0700 when missing and
+    each checked by :func:`unsafe_reason`; None when one is refused (one warning) or cannot
+    be created (a read-only home: debug log only)."""
+    for directory in dirs:
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            reason = unsafe_reason(directory)
+        except OSError as exc:
+            log.debug("running without the cache: cannot create %s: %s", directory, exc)
+            return None
+        if reason is not None:
+            _refuse(directory, reason)
+            return None
+    return dirs[-1] if dirs else None
+
+
+def _refuse(directory: Path, reason: str) -> None:
+    if (str(directory), reason) in _warned:
+        return
+    _warned.add((str(directory), reason))
+    fix = (
+        f"run `chmod 700 {directory}`"
+        if reason.startswith("group")
+        else "use a directory of your own (`mkdir -m 700 DIR`)"
+    )
+    log.warning(
+        "flydeps: not using the cache directory %s: %s; %s or set FLYDEPS_CACHE_DIR to a "
+        "directory only you can write (running without the cache: correct, slower)",
+        directory,
+        reason,
+        fix,
+    )
+
+
+def header(kind: str, key: str) -> bytes:
+    """The first line of an entry of ``kind`` stored under ``key``."""
+    return f"{STORE_FORMAT} {kind} {key}\n".encode("ascii")
+
+
+def read_file(path: str | os.PathLike[str], kind: str, key: str) -> bytes | None:
+    """What follows the header of the entry at ``path`` for (``kind``, ``key``); None when
+    missing, not a regular file, too large, or stored for another kind or key."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
         return None
-    header = _header(kind)
-    start = len(header) + _DIGEST
-    if not data.startswith(header) or len(data) < start:
-        if data:
-            log.debug("flydeps: memo %s is not a %s memo; ignored", path, kind)
+    except OSError as exc:  # a symlink (O_NOFOLLOW), a directory, no permission
+        log.debug("ignoring cache entry %s: %s", path, exc)
         return None
-    payload = data[start:]
-    if blake3(payload).digest() != data[len(header) : start]:
-        log.debug("flydeps: memo %s is damaged (its digest does not match); ignored", path)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            log.debug("ignoring cache entry %s: not a regular file or too large", path)
+            return None
+        data = handle.read(MAX_ENTRY_BYTES + 1)
+    first = header(kind, key)
+    if not data.startswith(first) or len(data) > MAX_ENTRY_BYTES:
+        log.debug("ignoring cache entry %s: stored for another key, kind or format", path)
+        return None
+    return data[len(first) :]
+
+
+def write_file(path: str | os.PathLike[str], kind: str, key: str, body: bytes) -> bool:
+    """Store ``body`` under the header of (``kind``, ``key``) at ``path``, atomically;
+    False (debug log) when it could not be written or is too large."""
+    data = header(kind, key) + body
+    if len(data) > MAX_ENTRY_BYTES:
+        log.debug("not caching %s: %d bytes", path, len(data))
+        return False
+    tmp = None
+    try:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("cannot write cache entry %s: %s", path, exc)
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        return False
+    return True
+
+
+def read(path: str | os.PathLike[str], kind: str, key: str = "-") -> bytes | None:
+    """The payload :func:`write` stored at ``path`` for (``kind``, ``key``), or None: see
+    :func:`read_file`, and None too when the payload is not exactly as written (its digest)."""
+    body = read_file(path, kind, key)
+    if body is None or len(body) < _DIGEST:
+        return None
+    payload = body[_DIGEST:]
+    if blake3(payload).digest() != body[:_DIGEST]:
+        log.debug("ignoring cache entry %s: damaged (its digest does not match)", path)
         return None
     return payload
 
 
-def write(path: str, kind: str, payload: bytes) -> bool:
-    """Store ``payload`` at ``path`` (atomically); False when it could not be written."""
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(_header(kind) + blake3(payload).digest() + payload)
-        os.replace(tmp, path)
-    except OSError as error:
-        log.debug("flydeps: memo %s not written: %s", path, error)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
-    return True
+def write(path: str | os.PathLike[str], kind: str, payload: bytes, key: str = "-") -> bool:
+    """Store ``payload`` with its blake3 digest at ``path`` (see :func:`write_file`)."""
+    return write_file(path, kind, key, blake3(payload).digest() + payload)

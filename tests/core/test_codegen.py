@@ -23,7 +23,8 @@ NAME = "<flydeps guard>"
 # A new process: each source compiled through _codegen.code, reporting whether CPython's
 # `compile` audit event fired for it and what the function it defines returns.
 CHILD = r"""
-import json, sys
+import json, logging, sys
+logging.basicConfig(level=logging.WARNING)  # flydeps' warnings to stderr
 compiled = []
 sys.addaudithook(lambda event, args: compiled.append(args[1]) if event == "compile" and args[1] == "<t>" else None)
 from flydeps import _codegen
@@ -100,8 +101,8 @@ def test_a_damaged_or_foreign_memo_is_ignored_and_replaced(fresh: Path, damage: 
     assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]
     memo = _memo(fresh, source)
     data = memo.read_bytes()
-    kind = _codegen._kind(_key(source, "<t>"))
-    header = len(_memofile._header(kind)) + _memofile._DIGEST
+    first = _memofile.header(_codegen._KIND, _key(source, "<t>"))
+    header = len(first) + _memofile._DIGEST
     if damage == "flipped byte":  # the constant 42 (CPython folds 41 + 1) becomes 43: still valid marshal
         found = [data.find(tag + (42).to_bytes(4, "little"), header) for tag in (b"i", b"\xe9")]
         i = max(found) + 1
@@ -119,7 +120,7 @@ def test_a_damaged_or_foreign_memo_is_ignored_and_replaced(fresh: Path, damage: 
         memo.write_bytes(_memo(fresh, other).read_bytes())
     else:  # well formed, its digest right, but holding something other than a code object
         payload = marshal.dumps(42 if damage == "not code" else [1, 2])
-        memo.write_bytes(_memofile._header(kind) + blake3(payload).digest() + payload)
+        memo.write_bytes(first + blake3(payload).digest() + payload)
     assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]
     assert _child(fresh, [source]) == [{"compiled": False, "result": 42}]  # written anew, whole
 
@@ -163,3 +164,27 @@ def test_generated_checks_go_through_it(fresh: Path) -> None:
     first, second = (run.stdout.strip().splitlines()[-1] for run in runs)
     assert "<flydeps guard>" in first and "<flydeps-env-reads>" in first
     assert second == "[]"
+
+
+def test_code_is_read_only_from_a_private_directory(fresh: Path) -> None:
+    """Bad input: the directory of shapes writable by others (anyone could plant a guard),
+    or a shape that is a symlink. The code read back runs, so nothing is read from there:
+    every process compiles, and the refused directory is named in one warning."""
+    source = "def f():\n    return 41 + 1\n"
+    assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]
+    memo = _memo(fresh, source)
+    memo.parent.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([source])],
+        env={**os.environ, "FLYDEPS_CACHE_DIR": str(fresh)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [{"compiled": True, "result": 42}]
+    assert f"not using the cache directory {memo.parent}" in done.stderr and "0777" in done.stderr
+    memo.parent.chmod(0o700)
+    planted = memo.with_name("planted")
+    memo.rename(planted)
+    memo.symlink_to(planted)
+    assert _child(fresh, [source]) == [{"compiled": True, "result": 42}]  # the symlink is not followed

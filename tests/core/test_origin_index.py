@@ -91,7 +91,7 @@ def test_index_is_what_a_fresh_process_reads(top: str) -> None:
 
 def _memo_bytes(kind: str, payload: bytes) -> bytes:
     """A memo file as :mod:`flydeps._memofile` writes it (header, digest, payload)."""
-    return _memofile._header(kind) + blake3(payload).digest() + payload
+    return _memofile.header(kind, "-") + blake3(payload).digest() + payload
 
 
 def _clear() -> None:

@@ -1,36 +1,32 @@
-"""Private on-disk stores: directories only their owner can write, entries bound to their key.
+"""Private on-disk stores of the static front-end: JSON documents in
+:mod:`flydeps._memofile` entries, validated field by field.
 
 Contract
 --------
-* :func:`private_dir` creates missing cache directories with mode 0700 and refuses (returns
-  None after ONE warning per directory and process) a directory that is not owned by the
-  current user or that group/others may write: whoever can write a cache decides what the
-  reader believes. A refused or uncreatable store means "run without the cache": answers
-  stay correct, only slower. Every store of flydeps and flydsl_runtime goes through it.
-* An entry is one file: a header line ``flydeps-store-1 KIND KEY`` followed by a JSON
-  document. :func:`read_entry` returns the decoded document only when the file is a regular
-  file (opened without following symlinks and without blocking), at most
-  :data:`MAX_ENTRY_BYTES` long, and its header names exactly the kind (which carries the
-  schema version) and the key it is looked up under: an entry copied from another key,
-  another project or another schema is a miss. JSON decoding builds only lists, strings,
-  numbers, booleans and None: nothing in an entry can run code or crash the interpreter
-  (deep nesting ends in ``RecursionError``, caught like every other decoding error).
+* Directories and entries are :mod:`flydeps._memofile`'s (re-exported here): a cache
+  directory goes through :func:`private_dir` (0700, owner checked, one warning and no
+  cache when refused); an entry is read back only from a regular file (no symlink
+  followed), at most :data:`MAX_ENTRY_BYTES` long, whose header names exactly the kind
+  (which carries the schema version) and the key it is looked up under, and is written to
+  a temporary file renamed into place.
+* :func:`read_entry` decodes the entry's JSON document: decoding builds only lists,
+  strings, numbers, booleans and None, so nothing in an entry can run code or crash the
+  interpreter (deep nesting ends in ``RecursionError``, caught like every other decoding
+  error).
 * The :class:`Shape` classes validate a decoded document field by field (exact types, exact
   lengths) while turning it into the caller's records; anything unexpected raises
-  :class:`Invalid`, which the stores treat as a miss. Entries are written to a temporary
-  file (0600) and renamed into place, so readers never see half an entry.
+  :class:`Invalid`, which the stores treat as a miss.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
+
+from .._memofile import MAX_ENTRY_BYTES, STORE_FORMAT, private_dir, read_file, unsafe_reason, write_file
 
 __all__ = [
     "MAX_ENTRY_BYTES",
@@ -53,101 +49,16 @@ __all__ = [
 
 log = logging.getLogger("flydeps.static")
 
-STORE_FORMAT = "flydeps-store-1"
-# An entry larger than this is refused unread (a planted multi-gigabyte file costs nothing).
-MAX_ENTRY_BYTES = 256 << 20
-_READ_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-_warned: set[tuple[str, str]] = set()
-
-
-def unsafe_reason(path: Path) -> str | None:
-    """Why ``path`` (an existing directory) must not hold a cache, or None when it may:
-    it must be a directory owned by the current user (or a symlink of the user's or
-    root's to one) that neither group nor others can write."""
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is not a directory"
-    getuid = getattr(os, "getuid", None)
-    if getuid is None:  # Windows: no POSIX owners or modes to check
-        return None
-    me = getuid()
-    if st.st_uid != me:
-        return f"it is owned by uid {st.st_uid}, not by you (uid {me})"
-    if st.st_mode & 0o022:
-        return f"group or others can write it (mode {stat.S_IMODE(st.st_mode):04o})"
-    link = os.lstat(path)
-    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
-        return f"it is reached through a symlink owned by uid {link.st_uid}"
-    return None
-
-
-def private_dir(*dirs: Path) -> Path | None:
-    """The last of ``dirs`` (outermost first), each created with mode 0700 when missing and
-    each checked by :func:`unsafe_reason`; None when one is refused (one warning) or cannot
-    be created (a read-only home: debug log only)."""
-    for directory in dirs:
-        try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            reason = unsafe_reason(directory)
-        except OSError as exc:
-            log.debug("running without the cache: cannot create %s: %s", directory, exc)
-            return None
-        if reason is not None:
-            _refuse(directory, reason)
-            return None
-    return dirs[-1] if dirs else None
-
-
-def _refuse(directory: Path, reason: str) -> None:
-    if (str(directory), reason) in _warned:
-        return
-    _warned.add((str(directory), reason))
-    fix = (
-        f"run `chmod 700 {directory}`"
-        if reason.startswith("group")
-        else "use a directory of your own (`mkdir -m 700 DIR`)"
-    )
-    log.warning(
-        "flydeps: not using the cache directory %s: %s; %s or set FLYDEPS_CACHE_DIR to a "
-        "directory only you can write (running without the cache: correct, slower)",
-        directory,
-        reason,
-        fix,
-    )
-
-
-def _header(kind: str, key: str) -> bytes:
-    return f"{STORE_FORMAT} {kind} {key}\n".encode("ascii")
-
 
 def read_entry(path: Path, kind: str, key: str) -> Any:
     """The JSON document stored at ``path`` for (``kind``, ``key``); None when missing,
-    not a regular file, too large, undecodable, or stored for another kind or key."""
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # a symlink (O_NOFOLLOW), a directory, no permission
-        log.debug("ignoring cache entry %s: %s", path, exc)
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-            log.debug("ignoring cache entry %s: not a regular file or too large", path)
-            return None
-        data = handle.read(MAX_ENTRY_BYTES + 1)
-    header = _header(kind, key)
-    if not data.startswith(header) or len(data) > MAX_ENTRY_BYTES:
-        log.debug("ignoring cache entry %s: stored for another key, kind or format", path)
+    not a regular file, too large, undecodable, or stored for another kind or key
+    (:func:`flydeps._memofile.read_file`)."""
+    body = read_file(path, kind, key)
+    if body is None:
         return None
     try:
-        return json.loads(data[len(header) :])
+        return json.loads(body)
     except (ValueError, RecursionError) as exc:  # garbage, truncation, a 10,000-deep array
         log.debug("ignoring undecodable cache entry %s: %s", path, exc)
         return None
@@ -155,21 +66,12 @@ def read_entry(path: Path, kind: str, key: str) -> Any:
 
 def write_entry(path: Path, kind: str, key: str, document: object) -> None:
     """Store ``document`` (JSON-able) atomically; failures (read-only or full disk) only log."""
-    tmp = None
     try:
-        data = _header(kind, key) + json.dumps(document, separators=(",", ":"), allow_nan=False).encode("ascii")
-        if len(data) > MAX_ENTRY_BYTES:
-            log.debug("not caching %s: %d bytes", path, len(data))
-            return
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except (OSError, ValueError, TypeError, RecursionError) as exc:
+        body = json.dumps(document, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except (ValueError, TypeError, RecursionError) as exc:
         log.debug("cannot write cache entry %s: %s", path, exc)
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        return
+    write_file(path, kind, key, body)
 
 
 class Invalid(ValueError):
