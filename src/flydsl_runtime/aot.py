@@ -87,6 +87,8 @@ def _node_reasons(old: dict, new: dict) -> list[str]:
             out.append(f"{what} {nid}{where} added")
         elif after is None:
             out.append(f"{what} {nid}{where} removed")
+        elif len(before) > 3 and len(after) > 3 and before[3] != after[3]:  # what the digests stand for
+            out.append(f"{what} {nid}{where} changed: {before[3]} -> {after[3]}")
         else:
             out.append(f"{what} {nid}{where} changed")
     # The helpers themselves first, then what they read, then structure.

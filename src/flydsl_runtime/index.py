@@ -76,6 +76,7 @@ from flydeps import settings
 from flydeps._environ import EnvReads
 from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
+from flydeps.graph import Node, NodeKind
 
 from . import sqlitefile
 
@@ -256,7 +257,7 @@ def key_parts(
 ) -> dict | None:
     """The parts of a persistent key, spelled out for explanations (the row's ``detail``):
     ``{"launcher", "args": {name: canonical}, "arch", "target", "env": {variable: value},
-    "hints", "self", "versions", "nodes": {node id: [digest, "file:line", kind]}}``, plus
+    "hints", "self", "versions", "nodes": {node id: [digest, "file:line", kind(, detail)]}}``, plus
     ``"self_state": {attribute: [digest, summary]}`` for a bound instance keyed by its state;
     None when the key is not persistable."""
     from .envkey import named_env
@@ -274,16 +275,27 @@ def key_parts(
             "hints": _canonical(hints),
             "self": _canonical(self_key, user_types=True),
             "versions": list(_versions()),
-            "nodes": {
-                nid: [node.digest, str(node.location) if node.location else "", node.kind.value]
-                for nid, node in fp.graph.nodes.items()
-            },
+            "nodes": {nid: _node_part(node) for nid, node in fp.graph.nodes.items()},
         }
     except _Unnamed:
         return None
     if self_state is not None:
         parts["self_state"] = self_state
     return parts
+
+
+# Nodes whose ``detail`` says what their digest stands for: a global's value (a short
+# summary that never calls a user ``__repr__``), a library's ``name==version``.
+_DETAILED = frozenset({NodeKind.GLOBAL, NodeKind.EXTERNAL})
+
+
+def _node_part(node: Node) -> list[str]:
+    """A node in a row's explanation: ``[digest, "file:line", kind]``, plus what a global's
+    or library's digest stands for (so a miss can say ``4 -> 8``)."""
+    part = [node.digest, str(node.location) if node.location else "", node.kind.value]
+    if node.kind in _DETAILED and node.detail:
+        part.append(node.detail)
+    return part
 
 
 def persistent_key(launcher: str, described: tuple) -> str | None:

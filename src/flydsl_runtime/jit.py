@@ -147,6 +147,15 @@ class _OwnerState:
     digest: str
     # label -> states the kept traces started from, for each value they wrote (build.judge)
     starts: Mapping[str, frozenset] = field(default_factory=dict)
+    # The fingerprint ``digest`` was taken from: ``fingerprint`` itself, or, after a trace's
+    # own writes were adopted (or a drift kept the key), the earlier state the key stands
+    # for. A row's explanation spells out this one, so a later miss names what differs
+    # from the key, not what the trace wrote (a registry it appended to).
+    keyed: Fingerprint | None = None
+
+    @property
+    def key_fingerprint(self) -> Fingerprint:
+        return self.keyed if self.keyed is not None else self.fingerprint
 
 
 _CODE_NODES = (NodeKind.FUNCTION, NodeKind.METHOD)
@@ -550,8 +559,11 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         fp: Fingerprint,
         digest: str | None = None,
         starts: Mapping[str, frozenset] = _NO_STARTS,
+        keyed: Fingerprint | None = None,
     ) -> _OwnerState:
-        state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts)
+        """The owner's state ``fp``; ``digest`` (with ``keyed``, the fingerprint it was taken
+        from) when the key of an earlier state is kept."""
+        state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts, keyed if digest else None)
         self._owners[owner] = state
         return state
 
@@ -563,7 +575,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         stay hits; anything else takes the fresh digest, and the next trace is a miss."""
         consumer = self._name + (f" (owner class {owner.__qualname__})" if owner is not None else "")
         if decide(judgement, self._on_drift, consumer):  # raises under on_drift='raise'
-            return self._baseline(owner, fresh, digest=current.digest, starts=current.starts)
+            return self._baseline(
+                owner, fresh, digest=current.digest, starts=current.starts, keyed=current.key_fingerprint
+            )
         return self._baseline(owner, fresh)
 
     # --- miss -----------------------------------------------------------------------
@@ -623,7 +637,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     return compiled, False
             if strict and (row is None or not verifying):
                 parts = (
-                    index.key_parts(self._name, persistent.described, signer.names, state.fingerprint, persistent.state)
+                    index.key_parts(
+                        self._name, persistent.described, signer.names, state.key_fingerprint, persistent.state
+                    )
                     if pkey
                     else None
                 )
@@ -647,7 +663,11 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 return compiled, compiled is not None and compiled._call_state is not None
             if judgement.verdict is build.Verdict.ADOPT:  # its own writes: same key digest
                 state = self._baseline(
-                    owner, after, digest=state.digest, starts=build.start_states(start, state.starts)
+                    owner,
+                    after,
+                    digest=state.digest,
+                    starts=build.start_states(start, state.starts),
+                    keyed=state.key_fingerprint,
                 )
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
             persistable = not extra  # a function passed as an argument has no cross-process name
@@ -675,8 +695,8 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         row.ir_key[:16],
                         ir_key[:16],
                     )
-                detail = index.key_parts(
-                    self._name, persistent.described, signer.names, state.fingerprint, persistent.state
+                detail = index.key_parts(  # what the key stands for (not the trace's own writes)
+                    self._name, persistent.described, signer.names, state.key_fingerprint, persistent.state
                 )
                 index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None

@@ -23,6 +23,9 @@ import sys
 import time
 from typing import Any
 
+# Launchers of (tensor, tensor, n); the others take (tensor, tensor, tensor, n).
+THREE_ARGUMENTS = ("partial_sum", "logged_copy")
+
 
 def main() -> int:
     root, package, module, launcher = sys.argv[1:5]
@@ -61,7 +64,7 @@ def main() -> int:
     binding = "flydsl._mlir._mlir_libs._mlirDialectsFlyROCDL"  # FlyDSL's ROCDL Python binding module
     binding_before = binding in sys.modules
     try:
-        if launcher == "partial_sum":
+        if launcher in THREE_ARGUMENTS:
             launch(tensors[0], tensors[1], 256)
         else:
             launch(*tensors, 1024)
@@ -75,7 +78,7 @@ def main() -> int:
     result["call_imported_rocdl_binding"] = binding in sys.modules and not binding_before
     if "--fresh-ir" in sys.argv:  # the oracle: FlyDSL's IR key from a fresh trace of the same call
         jf = owner.jit_function
-        call = (tensors[0], tensors[1], 256) if launcher == "partial_sum" else (*tensors, 1024)
+        call = (tensors[0], tensors[1], 256) if launcher in THREE_ARGUMENTS else (*tensors, 1024)
         jf._compile_or_execute((*bound, *call), {}, execute=False)
         result["fresh_ir"] = jf._last_compiled[0]
     sys.stdout.write(json.dumps(result) + "\n")

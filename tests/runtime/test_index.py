@@ -582,6 +582,24 @@ def test_strict_aot_serves_shipped_calls_and_names_what_differs(repo: Repo) -> N
     assert f"flydeps aot list {repo.index.parent}" in message  # where to see what is shipped
 
 
+def test_strict_aot_names_what_differs_from_the_key_not_what_the_trace_wrote(repo: Repo) -> None:
+    """A trace that appends to a registry it reads keeps its key (its own write); the row
+    spells out the state the key was taken from, so a miss names only what differs: here
+    the arch, never the registry. A changed constant is named with its two values."""
+    assert repo.run("registry", "logged_copy")["traces"] == 1
+    served = repo.run("registry", "logged_copy", FLYDEPS_AOT="strict")
+    assert served["traces"] == 0 and served["loaded"]
+    arch = repo.run("registry", "logged_copy", FLYDEPS_AOT="strict", ARCH="gfx950")
+    assert arch["error"] == "AotMissError" and arch["traces"] == 0
+    assert "differs: arch gfx942 -> gfx950)" in arch["message"], arch["message"]
+
+    assert repo.run()["traces"] == 1  # partial_sum: PER_THREAD = 4
+    repo.edit("reduce", "PER_THREAD = 4", "PER_THREAD = 2")
+    constant = repo.run(FLYDEPS_AOT="strict")
+    assert constant["error"] == "AotMissError" and constant["traces"] == 0
+    assert f"differs: global {repo.name}.reduce:PER_THREAD changed: 4 -> 2)" in constant["message"]
+
+
 def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
     repo.run()
     bad = repo.run(FLYDEPS_AOT="sometimes")
@@ -617,6 +635,17 @@ def test_differences_name_every_part() -> None:
     assert "env FA_PP (read by the shipped trace): '1' -> '0'" in reasons
     assert "FlyDSL 0.5.0 -> 0.5.1" in reasons
     assert aot.differences(shipped, shipped) == ()
+    # A global's or library's node says what its digest stands for: both values are named.
+    lib, new_lib = ["5", "", "external", "torch==2.13.0"], ["6", "", "external", "torch==2.14.1"]
+    valued = {**shipped, "nodes": {"p.m:G": ["2", "", "global", "4"], "torch": lib}}
+    now_valued = {**valued, "nodes": {"p.m:G": ["3", "", "global", "8"], "torch": new_lib}}
+    assert aot.differences(valued, now_valued) == (
+        "global p.m:G changed: 4 -> 8",
+        "library torch changed: torch==2.13.0 -> torch==2.14.1",
+    )
+    # A row written before nodes kept their values: the global is named, without values.
+    newer = {**shipped, "nodes": {"p.m:f": ["1", "m.py:3", "function"], "p.m:G": ["3", "m.py:1", "global", "8"]}}
+    assert aot.differences(shipped, newer) == ("global p.m:G (m.py:1) changed",)
     # A bound instance keyed by its state: the attributes that differ, by name.
     state = {"factor": ["d2", "2"], "name": ["dn", "'q'"]}
     with_state = {**shipped, "self": ["t", [["c", "p.m:Q"], ["s", "state a"]]], "self_state": state}
