@@ -9,7 +9,8 @@ Contract: one mechanism for every consumer that caches a build made from live co
 2. the consumer runs the build (a factory call, a FlyDSL trace);
 3. :func:`finish` records, process-wide, each written value's ``before -> after`` digests
    (:data:`flydeps._writes.TRANSITIONS`): from now on that step is a managed build's own
-   effect for every consumer in the process;
+   effect for every consumer in the process. Called when the build raised too: what it
+   wrote before failing is its own effect all the same;
 4. the consumer fingerprints what it keeps (for a factory: with its return value as a second
    root), and only then calls :func:`settle`, which judges the pre-build fingerprint against
    the same roots now. Same roots on both sides, so node ids compare one to one (a factory

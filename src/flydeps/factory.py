@@ -378,9 +378,11 @@ class _FactoryCache:
         """One build under the protocol of :mod:`flydeps.build`: the entry is kept only when
         nothing the build read changed while it ran, except its own writes."""
         start = self.baseline.begin()
-        with _environ.recording() as env:
-            value = self.func(*args, **kwds)
-        build.finish(start)
+        try:
+            with _environ.recording() as env:
+                value = self.func(*args, **kwds)
+        finally:  # a build that failed after writing a memo or registry wrote it all the same
+            build.finish(start)
         fp = build.stable(fingerprint_roots, ((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
         judgement = build.settle(start)  # after fp: nothing can slip between verdict and baseline
         if judgement.verdict is build.Verdict.SAME or judgement.verdict is build.Verdict.ADOPT:

@@ -36,11 +36,14 @@ what to fix, before any work starts.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
 import multiprocessing
 import os
+import pickle
+import signal
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -226,8 +229,8 @@ def _worker_init(out: str) -> None:
 
 
 def _build_one(spec: str, position: int, arch: str) -> Outcome:
-    from . import index
-
+    """One (specialization, arch) task of a worker: the spec enumerated once per worker, the
+    call made in a fork of it (:func:`_in_fork`)."""
     for name in _ARCH_SELECTORS:
         os.environ.pop(name, None)
     os.environ["ARCH"] = arch
@@ -236,6 +239,58 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
         items = _worker_items[spec] = _items(spec)
     launcher, args, kwargs = items[position]
     label = _label(launcher, args, kwargs)
+    if not _FORK:
+        return _call(position, arch, label, launcher, args, kwargs)
+    return _in_fork(functools.partial(_call, position, arch, label, launcher, args, kwargs), position, arch, label)
+
+
+# Each specialization is keyed and built in a child forked from its worker, whose state is
+# what a new runtime process has: the spec imported and enumerated, nothing traced. A trace
+# writes what the kernel code writes while tracing (a memo dict, a registry, a trace log);
+# in the worker itself, the next specialization's key would cover those writes, and no new
+# process, which has not traced, would ever find its row. Linux only (FlyDSL's ROCm
+# targets): elsewhere the worker builds in place.
+_FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def _in_fork(run: Callable[[], Outcome], position: int, arch: str, label: str) -> Outcome:
+    """``run()`` in a child forked from this worker, its outcome pickled back through a pipe;
+    a child that dies without one is a failed specialization naming how it ended."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                outcome = run()
+            except BaseException as exc:  # the specialization's failure
+                outcome = Outcome(position, arch, label, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(pickle.dumps(outcome))
+        except BaseException:  # the parent reports the empty pipe
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        payload = pipe.read()
+    _pid, status = os.waitpid(pid, 0)
+    if payload:
+        outcome = pickle.loads(payload)
+        if type(outcome) is Outcome:
+            return outcome
+    code = os.waitstatus_to_exitcode(status)
+    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    return Outcome(position, arch, label, "failed", f"the build process of this specialization died ({how})")
+
+
+def _call(position: int, arch: str, label: str, launcher: Any, args: tuple, kwargs: dict) -> Outcome:
+    """Call one specialization's launcher: its outcome, and the rows it would add."""
+    from . import index
+
     rows = index.defer_writes()
     uses = index.collect_uses()
     before = _traces[0]
@@ -272,7 +327,14 @@ def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
         from distributed import Client
     except ImportError as exc:
         raise ValueError(f"aot build: --executor {executor} needs Dask (pip install distributed): {exc}") from None
-    client = Client(f"tcp://{executor[len('dask://') :]}", timeout=30)
+    address = f"tcp://{executor[len('dask://') :]}"
+    try:
+        client = Client(address)  # waits distributed.comm.timeouts.connect (Dask's config: 30 s)
+    except (OSError, TimeoutError) as exc:  # distributed raises OSError (and its TimeoutError) for both
+        raise ValueError(
+            f"aot build: --executor {executor}: cannot reach a Dask scheduler at {address} ({exc}); "
+            "start one (`dask scheduler`, then `dask worker --nthreads 1 HOST:PORT`) or use --executor local"
+        ) from None
     try:
         threads = client.nthreads()
         if not threads:

@@ -615,7 +615,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             full = (bound_self, *positional) if bound_self is not None else positional
             described = self._described(key)
             strict = aot.strict()  # FLYDEPS_AOT=strict: a miss the index cannot serve is an error
-            persistent = self._persistent_key(described, bound_self, state.fingerprint)
+            persistent = self._persistent_key(described, bound_self, state)
             pkey, why_not, self_fp = persistent.key, persistent.why_not, persistent.self_fp
             row = index.lookup(pkey) if pkey is not None else None
             verifying = settings.flag("FLYDEPS_VERIFY", False)
@@ -637,18 +637,18 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     return compiled, False
             if strict and (row is None or not verifying):
                 parts = (
-                    index.key_parts(
-                        self._name, persistent.described, signer.names, state.key_fingerprint, persistent.state
-                    )
-                    if pkey
+                    index.key_parts(self._name, persistent.described, signer.names, persistent.keyed, persistent.state)
+                    if pkey and persistent.keyed is not None
                     else None
                 )
                 raise aot.miss_error(self._name, parts, why_not)
             diskcache.manager(self._jf)  # where this process cannot write: read-only, kept in memory
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
-            compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
+            try:
+                compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
+            finally:  # a trace that failed after writing a memo wrote it all the same
+                build.finish(start)
             ir_key = self._jf._last_compiled[0]
-            build.finish(start)
             if row is not None and verifying and row.ir_key != ir_key:
                 raise StaleArtifactError(self._name, row.ir_key, ir_key, ("the persistent index row's IR differs",))
             after = build.stable(state.fingerprint.refresh)
@@ -695,23 +695,29 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         row.ir_key[:16],
                         ir_key[:16],
                     )
-                detail = index.key_parts(  # what the key stands for (not the trace's own writes)
-                    self._name, persistent.described, signer.names, state.key_fingerprint, persistent.state
+                detail = index.key_parts(  # what the key stands for (not what its own traces wrote)
+                    self._name, persistent.described, signer.names, persistent.keyed, persistent.state
                 )
                 index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
 
-    def _persistent_key(self, described: tuple, bound_self: object, fp: Fingerprint) -> _Persistent:
+    def _persistent_key(self, described: tuple, bound_self: object, state: _OwnerState) -> _Persistent:
         """The call's key in the persistent index (``key`` None: ``why_not``).
 
-        A bound instance whose class has no ``__cache_signature__`` is keyed by identity in
-        this process; across processes by its state: the fingerprint of the instance (its
+        The dependency state is the one the in-process key stands for (``state.key_fingerprint``):
+        a memo or registry is keyed by its content, as this process holds it (a process whose
+        earlier traces filled it finds rows of processes in that same state; a build of many
+        specializations runs each in the state a new process has: :mod:`.aotbuild`). A bound
+        instance whose class has no ``__cache_signature__`` is keyed by identity in this
+        process; across processes by its state: the fingerprint of the instance (its
         attributes by value, what they reach), taken now, before any trace."""
         if not index.enabled():
             return _Persistent(None, "the index is off (FLYDEPS_INDEX=0 or FLYDSL_RUNTIME_ENABLE_CACHE=0)")
+        fp = state.fingerprint
         if fp.identified:
             return _Persistent(None, _identified_reason(fp.identified))
+        keyed = state.key_fingerprint  # its digest is described[0] (or source positions: not persisted)
         self_fp = None
         if described[5] is not None and not hasattr(type(bound_self), "__cache_signature__"):
             self_fp = fingerprint(bound_self)
@@ -719,7 +725,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 return _Persistent(None, _identified_reason(_identified_attributes(bound_self)))
             described = (*described[:5], (type(bound_self), f"state {self_fp.digest}"))
         key, why_not = index.key_or_reason(self._name, described)
-        return _Persistent(key, why_not, described, self_fp, bound_self if self_fp is not None else None)
+        return _Persistent(key, why_not, described, self_fp, bound_self if self_fp is not None else None, keyed)
 
     def _on_disk(self, ir_key: str) -> bool:
         """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""
@@ -765,6 +771,7 @@ class _Persistent(NamedTuple):
     described: tuple = ()
     self_fp: Fingerprint | None = None
     instance: object = None  # the bound instance keyed by its state
+    keyed: Fingerprint | None = None  # the dependency state the key stands for (its row's nodes)
 
     @property
     def state(self) -> dict[str, list[str]] | None:

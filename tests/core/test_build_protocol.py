@@ -168,6 +168,18 @@ def test_managed_builds_writes_are_adopted_by_every_consumer(pkg, path, policy) 
         assert s.first(1) is not a
 
 
+def test_a_failed_builds_writes_are_its_own_effect_too(pkg, path) -> None:
+    """A build that wrote the registry and memo, then raised, is still a managed build: the
+    other factory, which read them, neither raises GlobalDriftError nor rebuilds."""
+    broken = "\n\n@cached_factory\ndef broken(n):\n    record(('broken', n))\n    raise ValueError('no such variant')\n"
+    pkg.write("s", SHARED.format(policy="raise") + broken)
+    s = pkg.load("s")
+    a = s.first(1)
+    with pytest.raises(ValueError, match="no such variant"):
+        s.broken(1)
+    assert s.first(1) is a and s.first.cache_info().misses == 1
+
+
 def test_user_change_between_builds_breaks_the_chain(pkg, path) -> None:
     pkg.write("s", SHARED.format(policy="rebuild"))
     s = pkg.load("s")

@@ -1,7 +1,8 @@
 """One fresh process of the persistent-index tests: import a kernel package, call one
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
-    python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16] [--fresh-ir]
+    python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16]
+        [--fresh-ir] [--first OTHER]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool, ...}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry,
@@ -10,6 +11,8 @@ ROCDL binding module (``call_imported_rocdl_binding``); when the call raises,
 ``{"error": type name, "message": ...}`` instead. ``--fresh-ir`` adds ``fresh_ir``: FlyDSL's
 IR key from a fresh trace of the same call, made after it (the oracle). ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
+``--first OTHER``: call launcher OTHER of the same module first (its trace's writes stay;
+its traces count in ``traces``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 from typing import Any
 
 # Launchers of (tensor, tensor, n); the others take (tensor, tensor, tensor, n).
-THREE_ARGUMENTS = ("partial_sum", "logged_copy")
+THREE_ARGUMENTS = ("partial_sum", "logged_copy", "counted_copy")
 
 
 def main() -> int:
@@ -54,7 +57,9 @@ def main() -> int:
     logging.getLogger("flydsl_runtime").setLevel(logging.INFO)
     import torch
 
-    launch: Any = importlib.import_module(f"{package}.{module}")
+    launch_module = importlib.import_module(f"{package}.{module}")
+    launch: Any = launch_module
+    first = sys.argv[sys.argv.index("--first") + 1] if "--first" in sys.argv else None
     for part in launcher.split("."):  # INSTANCE.method: a launcher bound to an instance
         launch = getattr(launch, part)
     bound = launch.args if isinstance(launch, functools.partial) else ()
@@ -63,6 +68,8 @@ def main() -> int:
     tensors = [torch.zeros(1024, dtype=dtype) for _ in range(3)]
     binding = "flydsl._mlir._mlir_libs._mlirDialectsFlyROCDL"  # FlyDSL's ROCDL Python binding module
     binding_before = binding in sys.modules
+    if first is not None:  # another launcher of the module first, in this process (its trace's writes)
+        getattr(launch_module, first)(tensors[0], tensors[1], 256)
     try:
         if launcher in THREE_ARGUMENTS:
             launch(tensors[0], tensors[1], 256)

@@ -8,8 +8,10 @@ serve without tracing raises), and the oracle for Dask is the local build of the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,7 +32,7 @@ KERNELS = Path(__file__).parent / "kernels"
 SPEC = """
 import torch
 
-from {package} import reduce, vadd
+from {package} import reduce, registry, vadd
 
 N = 1024
 
@@ -47,6 +49,12 @@ def broken():
     a = torch.zeros(N)
     yield vadd.vadd, (a, a, a, N)
     yield vadd.vadd, (a, a, object(), N)
+
+
+def registry_pair():
+    a, c = torch.zeros(N), torch.zeros(N)
+    yield registry.logged_copy, (a, c, N)  # its trace appends to a registry...
+    yield registry.counted_copy, (a, c, N)  # ...that this one's trace reads
 
 
 def not_pairs():
@@ -103,9 +111,27 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     assert _strict_traces(project, out, calls).split() == ["AotMissError", "0"]
 
 
-def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True) -> str:
+def test_each_specialization_is_built_in_the_state_a_new_process_has(project: Path) -> None:
+    """One worker (jobs=1) builds two specializations; the second's trace reads a registry
+    the first's trace appended to. Each is keyed and traced in a fork of the worker (the
+    spec imported, nothing traced), so a new strict process finds both rows, in either
+    order, without tracing, and a FLYDEPS_VERIFY=1 process (which traces and compares each
+    with its row, raising on a difference) agrees. Before, the second row was keyed by the
+    registry the first trace left, and no new process found it."""
+    out = project / "out"
+    spec = f"{project / 'spec.py'}:registry_pair"
+    first = build(spec, ["gfx942"], out, jobs=1, progress=False)
+    assert (first.count("built"), first.count("failed")) == (2, 0), first.lines()
+    calls = "registry.counted_copy(a, c, 1024); registry.logged_copy(a, c, 1024)"
+    assert _strict_traces(project, out, calls) == "0"
+    assert _strict_traces(project, out, calls, strict=False, FLYDEPS_VERIFY="1") == "2"  # traced, equal
+    again = build(spec, ["gfx942"], out, jobs=1, progress=False)
+    assert (again.count("built"), again.count("reused")) == (0, 2)
+
+
+def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True, **env: str) -> str:
     """stdout of a fresh FLYDEPS_AOT=strict process (COMPILE_ONLY, gfx942) served from ``out``
-    that runs ``calls`` (with ``vadd``, ``reduce``, ``a``, ``c`` defined) and prints how many
+    that runs ``calls`` (with ``vadd``, ``reduce``, ``registry``, ``a``, ``c`` defined) and prints how many
     times FlyDSL traced; a call ``out`` cannot serve raises AotMissError there (with
     ``strict=False`` it traces)."""
     package = next(project.glob("fdkaot_*")).name
@@ -116,7 +142,7 @@ def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True)
         "calls = []\n"
         "real = JitFunction._trace\n"
         "JitFunction._trace = lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1]\n"
-        f"from {package} import vadd, reduce\n"
+        f"from {package} import vadd, reduce, registry\n"
         "a, c = torch.zeros(1024), torch.zeros(1024)\n"
         f"{calls}\n"
         "print(len(calls))\n"
@@ -129,6 +155,7 @@ def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True)
         "FLYDEPS_CACHE_DIR": str(out),
         "FLYDSL_RUNTIME_CACHE_DIR": str(out / "flydsl"),
         "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
+        **env,
     }
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -271,6 +298,16 @@ def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
         build(f"{project / 'spec.py'}:specializations", ["gfx9 42"], out, jobs=1, progress=False)
     with pytest.raises(ValueError, match="--executor"):
         build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor="ray://x", progress=False)
+    if importlib.util.find_spec("distributed") is not None:  # a scheduler nobody listens for
+        import dask
+        import distributed  # noqa: F401 - its defaults in dask's config before the set() below restores it
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+            with pytest.raises(ValueError, match=rf"--executor dask://127.0.0.1:{port}: cannot reach a Dask scheduler"):
+                build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor=f"dask://127.0.0.1:{port}")
 
 
 def test_cli_summary_and_exit_codes(project: Path) -> None:

@@ -600,6 +600,22 @@ def test_strict_aot_names_what_differs_from_the_key_not_what_the_trace_wrote(rep
     assert f"differs: global {repo.name}.reduce:PER_THREAD changed: 4 -> 2)" in constant["message"]
 
 
+def test_a_row_is_keyed_by_the_registry_earlier_traces_of_its_process_left(repo: Repo) -> None:
+    """A process that traced logged_copy (its trace appends to a registry) and then
+    counted_copy (whose trace reads the same registry) keys counted_copy's row by the
+    registry as it found it: exact, but a new process, whose registry is empty, does not
+    find that row, and a strict miss names the registry with both values. (`flydeps aot
+    build` builds each specialization in the state a new process has: test_aotbuild.py.)"""
+    both = repo.run("registry", "counted_copy", "--first", "logged_copy")
+    assert both["traces"] == 2 and not both["loaded"]
+    alone = repo.run("registry", "counted_copy", FLYDEPS_AOT="strict")
+    assert alone["error"] == "AotMissError" and alone["traces"] == 0
+    assert f"differs: global {repo.name}.registry:TRACED_SHAPES changed: [0] -> [])" in alone["message"]
+    assert repo.run("registry", "counted_copy", "--fresh-ir")["traces"] == 1  # and writes the empty-registry row
+    served = repo.run("registry", "counted_copy", "--fresh-ir", FLYDEPS_AOT="strict")
+    assert served["traces"] == 0 and served["loaded"] and served["ir_key"] == served["fresh_ir"]
+
+
 def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
     repo.run()
     bad = repo.run(FLYDEPS_AOT="sometimes")

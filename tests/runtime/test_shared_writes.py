@@ -71,6 +71,12 @@ def copy(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
 def double(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
     block = block_for("double")
     double_kernel(a, c).launch(grid=(n // 64, 1, 1), block=(block, 1, 1))
+
+
+@flyc.jit{policy}
+def broken(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
+    block = block_for("broken")  # writes MEMO and REGISTRY, then the trace fails
+    raise ValueError(f"no {block}-wide variant of this kernel")
 '''
 
 
@@ -107,6 +113,24 @@ def test_a_new_trace_of_one_launcher_does_not_disturb_the_other(fdk, traces) -> 
     shared.copy(a, c, N)
     assert traces == ["copy", "double", "double"] and shared.REGISTRY == ["copy", "double", "double"]
     assert shared.copy.cache_info().hits == 1
+
+
+def test_a_failed_traces_writes_are_its_own_effect_too(fdk, traces) -> None:
+    """A trace that wrote the shared memo and registry and then failed (a specialization
+    that cannot be built) is still a managed build: its caller gets its error, and the
+    other launcher, whose trace read that data, neither raises GlobalDriftError nor
+    retraces (before: every launcher reading the registry raised after one failed trace)."""
+    shared = _load(fdk)  # on_drift="raise"
+    a, c = _tensors()
+    shared.copy(a, c, N)
+    with pytest.raises(Exception, match="no 64-wide variant"):
+        shared.broken(a, c, N)
+    assert shared.REGISTRY == ["copy", "broken"] and shared.MEMO == {"copy": 64, "broken": 64}
+    shared.copy(a, c, N)
+    shared.double(a, c, N)
+    assert traces == ["copy", "broken", "double"] and shared.copy.cache_info().hits == 1
+    with pytest.raises(Exception, match="no 64-wide variant"):  # and it fails again, by itself
+        shared.broken(a, c, N)
 
 
 def test_users_own_change_still_raises_with_real_values(fdk, traces) -> None:
