@@ -56,6 +56,8 @@ from typing import Any
 
 from flydeps.errors import FlydepsError
 
+from .aot import AotMissError
+
 log = logging.getLogger("flydsl_runtime")
 
 __all__ = ["Outcome", "Pruned", "SpecError", "Summary", "build", "load_spec"]
@@ -241,15 +243,21 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
     label = _label(launcher, args, kwargs)
     if not _FORK:
         return _call(position, arch, label, launcher, args, kwargs)
+    try:
+        return _call(position, arch, label, launcher, args, kwargs, reuse_only=True)
+    except AotMissError:  # refused before any trace: build it in a fork
+        pass
     return _in_fork(functools.partial(_call, position, arch, label, launcher, args, kwargs), position, arch, label)
 
 
-# Each specialization is keyed and built in a child forked from its worker, whose state is
-# what a new runtime process has: the spec imported and enumerated, nothing traced. A trace
-# writes what the kernel code writes while tracing (a memo dict, a registry, a trace log);
-# in the worker itself, the next specialization's key would cover those writes, and no new
-# process, which has not traced, would ever find its row. Linux only (FlyDSL's ROCm
-# targets): elsewhere the worker builds in place.
+# A specialization the index cannot serve is keyed and built in a child forked from its
+# worker, whose state is what a new runtime process has: the spec imported and enumerated,
+# nothing traced. A trace writes what the kernel code writes while tracing (a memo dict, a
+# registry, a trace log); in the worker itself, the next specialization's key would cover
+# those writes, and no new process, which has not traced, would ever find its row. The
+# worker first asks the index under FLYDEPS_AOT=strict, which serves or refuses before any
+# trace, so it stays in that state and a reused specialization costs no fork. Linux only
+# (FlyDSL's ROCm targets): elsewhere the worker builds in place.
 _FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
@@ -287,21 +295,30 @@ def _in_fork(run: Callable[[], Outcome], position: int, arch: str, label: str) -
     return Outcome(position, arch, label, "failed", f"the build process of this specialization died ({how})")
 
 
-def _call(position: int, arch: str, label: str, launcher: Any, args: tuple, kwargs: dict) -> Outcome:
-    """Call one specialization's launcher: its outcome, and the rows it would add."""
+def _call(
+    position: int, arch: str, label: str, launcher: Any, args: tuple, kwargs: dict, *, reuse_only: bool = False
+) -> Outcome:
+    """Call one specialization's launcher: its outcome, and the rows it would add.
+    ``reuse_only``: under FLYDEPS_AOT=strict, raising AotMissError when the index cannot
+    serve it (refused before any trace)."""
     from . import index
 
     rows = index.defer_writes()
     uses = index.collect_uses()
     before = _traces[0]
+    if reuse_only:
+        os.environ["FLYDEPS_AOT"] = "strict"
     try:
         launcher(*args, **kwargs)
     except Exception as exc:
+        if reuse_only and isinstance(exc, AotMissError):
+            raise
         return Outcome(position, arch, label, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
     finally:
+        os.environ.pop("FLYDEPS_AOT", None)  # _worker_init removed any inherited value
         index.stop_deferring()
         index.stop_collecting()
-        index.close()  # a Dask worker lives on: the build leaves the index in rollback-journal mode
+        index.close()  # before a fork; and a Dask worker lives on: the index is left in rollback-journal mode
     status = "built" if _traces[0] > before else "reused"
     # EnvReads carry a generated check: they cross the process boundary as plain data.
     plain = tuple((k, name, ir, (r.values, r.listed), detail, rep) for k, name, ir, r, detail, rep in rows)
