@@ -21,14 +21,17 @@ dicts (:func:`.index.key_parts`) in, human reasons out, most specific first.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from flydeps import settings
 from flydeps.errors import FlydepsError
 
-__all__ = ["AotMissError", "Shipped", "differences", "shipped", "strict"]
+__all__ = ["AotMissError", "Shipped", "differences", "probing", "shipped", "strict"]
 
 
 class AotMissError(FlydepsError, RuntimeError):
@@ -228,6 +231,22 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
     return sorted(out, key=lambda s: (s.launcher, -s.created))
 
 
+_probe = threading.local()
+
+
+@contextmanager
+def probing() -> Iterator[None]:
+    """Within it, on this thread, a strict miss raises :class:`AotMissError` without looking
+    for the nearest shipped specialization: an AOT build worker asks whether the index can
+    serve a call, and an answer that read every row of the launcher would make a first
+    build quadratic in its specializations."""
+    _probe.on = True
+    try:
+        yield
+    finally:
+        _probe.on = False
+
+
 def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> AotMissError:
     """The error for a call the index could not serve (``now``: this call's key parts)."""
     import os
@@ -235,6 +254,8 @@ def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> 
     from . import index
 
     path = index.index_path()
+    if getattr(_probe, "on", False):
+        return AotMissError(launcher, path, "not in the index (probed by an AOT build)")
     if now is None:
         return AotMissError(launcher, path, f"this call cannot be served from an index: {why_unpersistable}")
     if not path.exists():

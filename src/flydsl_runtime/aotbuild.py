@@ -36,6 +36,7 @@ what to fix, before any work starts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -56,6 +57,7 @@ from typing import Any
 
 from flydeps.errors import FlydepsError
 
+from . import aot
 from .aot import AotMissError
 
 log = logging.getLogger("flydsl_runtime")
@@ -309,7 +311,8 @@ def _call(
     if reuse_only:
         os.environ["FLYDEPS_AOT"] = "strict"
     try:
-        launcher(*args, **kwargs)
+        with aot.probing() if reuse_only else contextlib.nullcontext():
+            launcher(*args, **kwargs)
     except Exception as exc:
         if reuse_only and isinstance(exc, AotMissError):
             raise

@@ -625,6 +625,29 @@ def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
     assert off["error"] == "AotMissError" and "FLYDEPS_INDEX=0" in off["message"]
 
 
+def test_a_probe_of_the_index_reads_no_row(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AOT build worker's strict probe answers "not served" without reading the
+    launcher's rows for an explanation (each row spells out every node)."""
+    from flydsl_runtime import aot
+
+    repo.run()  # one row of partial_sum
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(repo.flydeps_cache))
+    read: list[str] = []
+    real = index.launcher_rows
+
+    def rows(name: str) -> list:
+        read.append(name)
+        return real(name)
+
+    monkeypatch.setattr(index, "launcher_rows", rows)
+    name = f"{repo.name}.reduce.partial_sum"
+    with aot.probing():
+        probed = aot.miss_error(name, {"nodes": {}})
+    assert "probed by an AOT build" in str(probed) and read == []
+    explained = aot.miss_error(name, {"nodes": {}})
+    assert "nearest shipped specialization" in str(explained) and read == [name]
+
+
 def test_differences_name_every_part() -> None:
     from flydsl_runtime import aot
 
