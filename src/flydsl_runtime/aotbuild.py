@@ -233,8 +233,8 @@ def _worker_init(out: str) -> None:
 
 
 def _build_one(spec: str, position: int, arch: str) -> Outcome:
-    """One (specialization, arch) task of a worker: the spec enumerated once per worker, the
-    call made in a fork of it (:func:`_in_fork`)."""
+    """One (specialization, arch) task of a worker (the spec enumerated once per worker):
+    served from the index in the worker, or built in a fork of it (:func:`_in_fork`)."""
     for name in _ARCH_SELECTORS:
         os.environ.pop(name, None)
     os.environ["ARCH"] = arch
