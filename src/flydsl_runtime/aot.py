@@ -49,8 +49,10 @@ class AotMissError(FlydepsError, RuntimeError):
 
 
 def strict() -> bool:
-    """True under ``FLYDEPS_AOT=strict``; a value other than ``off``/``strict`` raises
-    :class:`flydeps.settings.SettingError` naming the variable."""
+    """True under ``FLYDEPS_AOT=strict`` or :func:`probing`; a value other than
+    ``off``/``strict`` raises :class:`flydeps.settings.SettingError` naming the variable."""
+    if getattr(_probe, "on", False):
+        return True
     return settings.choice("FLYDEPS_AOT", "off", ("off", "strict")) == "strict"
 
 
@@ -236,10 +238,11 @@ _probe = threading.local()
 
 @contextmanager
 def probing() -> Iterator[None]:
-    """Within it, on this thread, a strict miss raises :class:`AotMissError` without looking
-    for the nearest shipped specialization: an AOT build worker asks whether the index can
-    serve a call, and an answer that read every row of the launcher would make a first
-    build quadratic in its specializations."""
+    """Within it, on this thread, calls are strict (:func:`strict`) and a miss raises
+    :class:`AotMissError` without looking for the nearest shipped specialization: an AOT
+    build worker asks whether the index can serve a call, before any trace, and an answer
+    that read every row of the launcher would make a first build quadratic in its
+    specializations."""
     _probe.on = True
     try:
         yield

@@ -257,7 +257,7 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
 # nothing traced. A trace writes what the kernel code writes while tracing (a memo dict, a
 # registry, a trace log); in the worker itself, the next specialization's key would cover
 # those writes, and no new process, which has not traced, would ever find its row. The
-# worker first asks the index under FLYDEPS_AOT=strict, which serves or refuses before any
+# worker first asks the index strictly (aot.probing), which serves or refuses before any
 # trace, so it stays in that state and a reused specialization costs no fork. Linux only
 # (FlyDSL's ROCm targets): elsewhere the worker builds in place.
 _FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
@@ -301,15 +301,13 @@ def _call(
     position: int, arch: str, label: str, launcher: Any, args: tuple, kwargs: dict, *, reuse_only: bool = False
 ) -> Outcome:
     """Call one specialization's launcher: its outcome, and the rows it would add.
-    ``reuse_only``: under FLYDEPS_AOT=strict, raising AotMissError when the index cannot
-    serve it (refused before any trace)."""
+    ``reuse_only``: strict (:func:`.aot.probing`), raising AotMissError when the index
+    cannot serve it (refused before any trace)."""
     from . import index
 
     rows = index.defer_writes()
     uses = index.collect_uses()
     before = _traces[0]
-    if reuse_only:
-        os.environ["FLYDEPS_AOT"] = "strict"
     try:
         with aot.probing() if reuse_only else contextlib.nullcontext():
             launcher(*args, **kwargs)
@@ -318,7 +316,6 @@ def _call(
             raise
         return Outcome(position, arch, label, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
     finally:
-        os.environ.pop("FLYDEPS_AOT", None)  # _worker_init removed any inherited value
         index.stop_deferring()
         index.stop_collecting()
         index.close()  # before a fork; and a Dask worker lives on: the index is left in rollback-journal mode
