@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import socket
 import sqlite3
@@ -299,15 +300,18 @@ def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
     with pytest.raises(ValueError, match="--executor"):
         build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor="ray://x", progress=False)
     if importlib.util.find_spec("distributed") is not None:  # a scheduler nobody listens for
-        import dask
-        import distributed  # noqa: F401 - its defaults in dask's config before the set() below restores it
-
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
-            with pytest.raises(ValueError, match=rf"--executor dask://127.0.0.1:{port}: cannot reach a Dask scheduler"):
-                build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor=f"dask://127.0.0.1:{port}")
+        # In a process of its own: a Client that failed to connect leaves its event-loop
+        # thread behind, and this process must stay single-threaded (other tests fork).
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+        command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:specializations"]
+        command += ["--arch", "gfx942", "--out", str(out), "--executor", f"dask://127.0.0.1:{port}", "--no-progress"]
+        unreachable = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr, unreachable.stderr[-2000:]
+        assert f"--executor dask://127.0.0.1:{port}: cannot reach a Dask scheduler" in unreachable.stderr
+        assert "or use --executor local" in unreachable.stderr
 
 
 def test_cli_summary_and_exit_codes(project: Path) -> None:
