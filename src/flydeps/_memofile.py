@@ -138,7 +138,12 @@ def read_file(path: str | os.PathLike[str], kind: str, key: str) -> bytes | None
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
             log.debug("ignoring cache entry %s: not a regular file or too large", path)
             return None
-        data = handle.read(MAX_ENTRY_BYTES + 1)
+        # Sized by fstat: read(MAX_ENTRY_BYTES + 1) would have CPython allocate (and then
+        # shrink) a 256 MiB buffer on every read (~30 us each, on a new process's first call).
+        # One byte more shows a file that grew since: then read on, to the same bound.
+        data = handle.read(info.st_size + 1)
+        if len(data) > info.st_size:
+            data += handle.read(MAX_ENTRY_BYTES + 1 - len(data))
     first = header(kind, key)
     if not data.startswith(first) or len(data) > MAX_ENTRY_BYTES:
         log.debug("ignoring cache entry %s: stored for another key, kind or format", path)

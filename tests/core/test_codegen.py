@@ -125,6 +125,31 @@ def test_a_damaged_or_foreign_memo_is_ignored_and_replaced(fresh: Path, damage: 
     assert _child(fresh, [source]) == [{"compiled": False, "result": 42}]  # written anew, whole
 
 
+def test_an_entry_is_read_whole_even_when_it_grew_after_its_size_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry is read to its end, up to the size bound, whatever size ``fstat`` gave
+    before the read (the file sized the read; a writer that appended meanwhile must not
+    turn the entry into a shorter one). The digest then decides, as for any entry."""
+    path = tmp_path / "entry"
+    payload = bytes(range(256)) * 64
+    assert _memofile.write(path, "kind-1", payload)
+    assert _memofile.read(path, "kind-1") == payload
+    real_fstat = os.fstat
+
+    def shrunk(fd: int) -> os.stat_result:  # the size as it was before a writer appended
+        st = real_fstat(fd)
+        fields = list(st)
+        fields[6] = st.st_size // 3
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "fstat", shrunk)
+    assert _memofile.read(path, "kind-1") == payload
+    assert _memofile.read_file(path, "kind-1", "-") == path.read_bytes()[len(_memofile.header("kind-1", "-")) :]
+    monkeypatch.setattr(_memofile, "MAX_ENTRY_BYTES", len(path.read_bytes()) - 1)
+    assert _memofile.read(path, "kind-1") is None  # over the bound, however it was sized
+
+
 def test_an_unwritable_cache_costs_a_compile_and_nothing_else(tmp_path: Path) -> None:
     """Bad input: the cache root (and the user cache directory) cannot be made, a file is
     in the way: every process compiles, nothing fails, nothing is written."""
