@@ -304,13 +304,14 @@ def _call(
     ``reuse_only``: strict (:func:`.aot.probing`), raising AotMissError when the index
     cannot serve it (refused before any trace)."""
     from . import index
+    from .jit import memory_hits
 
     rows = index.defer_writes()
     uses = index.collect_uses()
-    before = _traces[0]
+    before, hits = _traces[0], memory_hits()
     try:
         with aot.probing() if reuse_only else contextlib.nullcontext():
-            launcher(*args, **kwargs)
+            result = launcher(*args, **kwargs)
     except Exception as exc:
         if reuse_only and isinstance(exc, AotMissError):
             raise
@@ -319,10 +320,37 @@ def _call(
         index.stop_deferring()
         index.stop_collecting()
         index.close()  # before a fork; and a Dask worker lives on: the index is left in rollback-journal mode
+    why_not = _unserved(_traces[0] - before, uses, memory_hits() > hits, result)
+    if why_not is not None:
+        return Outcome(position, arch, label, "failed", why_not)
     status = "built" if _traces[0] > before else "reused"
     # EnvReads carry a generated check: they cross the process boundary as plain data.
     plain = tuple((k, name, ir, (r.values, r.listed), detail, rep) for k, name, ir, r, detail, rep in rows)
     return Outcome(position, arch, label, status, rows=plain, used=(tuple(uses.rows), tuple(uses.artifacts)))
+
+
+def _unserved(traced: int, uses: Any, memory_hit: bool, result: object) -> str | None:
+    """Why a runtime process would not be served this specialization from the directory
+    (None: it would): a trace that left no row (not persistable, or not by a flydsl_runtime
+    launcher), or a call that ran no launcher at all (SPEC yielded something else)."""
+    unstored = [f"{name}: {why}" for name, why in uses.traces if why is not None]
+    foreign = traced - len(uses.traces)
+    if foreign > 0:
+        unstored.append(
+            f"{foreign} trace(s) by a FlyDSL launcher that is not flydsl_runtime's (import flyc from "
+            "flydsl_runtime in the kernel's module, or call flydsl_runtime.install() before importing it)"
+        )
+    if unstored:
+        return "traced, but no index row serves it: " + "; ".join(unstored)
+    if traced or uses.rows or memory_hit:
+        return None
+    returned = f"; it returned {type(result).__name__} {getattr(result, '__qualname__', '')}".rstrip()
+    return (
+        "the call ran no flydsl_runtime launcher, so there is nothing to build or reuse"
+        + (returned if callable(result) else "")
+        + ": SPEC yields (launcher, args), the launcher called with args (a factory's result, "
+        "not the factory)"
+    )
 
 
 # --- the parent ------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import logging
 import struct
 import threading
 from collections.abc import Hashable, Sequence
+from types import FunctionType
 from typing import cast
 
 from flydeps._logswitch import reasons_to_stderr
@@ -64,6 +65,8 @@ def short(value: object) -> str:
         text = f"float {struct.unpack('<d', value[1])[0]!r}"  # a Constexpr float keyed by its bits
     elif isinstance(value, tuple):
         text = "(" + ", ".join(short(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    elif type(value) is FunctionType:  # by name: its repr holds an address no other process shares
+        text = f"function {value.__module__}.{value.__qualname__}"
     else:
         text = str(value)
     return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."

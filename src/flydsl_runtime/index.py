@@ -97,6 +97,7 @@ __all__ = [
     "key_parts",
     "launcher_rows",
     "lookup",
+    "note_trace",
     "parse_reads",
     "persistent_key",
     "prune",
@@ -495,11 +496,14 @@ _deferred: list[tuple] | None = None
 class Uses:
     """What a process used of the index and of FlyDSL's disk cache while collecting
     (:func:`collect_uses`): the rows :func:`lookup` served, as ``(key, env_reads JSON)``,
-    and every FlyDSL disk key :func:`disk_key` computed (the artifacts loaded, and those a
-    trace wrote before its row was recorded)."""
+    every FlyDSL disk key :func:`disk_key` computed (the artifacts loaded, and those a
+    trace wrote before its row was recorded), and each trace of a flydsl_runtime launcher
+    as ``(launcher, None)`` when a row serves it now (recorded, or an existing row whose
+    artifact the trace wrote again) or ``(launcher, why not)`` (:func:`note_trace`)."""
 
     rows: list[tuple[str, str]] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
+    traces: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 _uses: Uses | None = None
@@ -516,6 +520,13 @@ def collect_uses() -> Uses:
 def stop_collecting() -> None:
     global _uses
     _uses = None
+
+
+def note_trace(launcher: str, unstored: str | None) -> None:
+    """A trace of ``launcher`` ended: a row serves it now (``unstored`` None) or none does,
+    and why (noted while collecting: an AOT build fails such a specialization)."""
+    if _uses is not None:
+        _uses.traces.append((launcher, unstored))
 
 
 def defer_writes() -> list[tuple]:

@@ -52,6 +52,7 @@ import functools
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import FunctionType, MappingProxyType
@@ -268,6 +269,15 @@ def _warm_base() -> type:
 
 _WarmBase = _warm_base()
 
+# Every launcher of this process, weakly: an AOT build worker tells a call that its launchers'
+# memory served from one that ran no launcher at all (:func:`memory_hits`).
+_LAUNCHERS: weakref.WeakSet[Launcher] = weakref.WeakSet()
+
+
+def memory_hits() -> int:
+    """Calls the live launchers of this process have served from their memory so far."""
+    return sum(launcher._hits for launcher in list(_LAUNCHERS))
+
 
 class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
     """A FlyDSL ``@jit`` launcher with an exact, guard-validated in-process key."""
@@ -293,6 +303,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         self._hits = 0
         self._misses = 0
         functools.update_wrapper(self, jit_function.func)
+        _LAUNCHERS.add(self)
 
     # --- FlyDSL JitFunction surface ---------------------------------------------------
 
@@ -659,6 +670,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 # call's guard fails and follows on_drift or retraces.
                 log.info("%s: trace not kept, %s changed while it ran", self._name, judgement.reasons())
                 take_trace_env_reads()  # forget them with the trace
+                index.note_trace(self._name, f"not kept: {judgement.reasons()} changed while it traced")
                 self._misses += 1
                 return compiled, compiled is not None and compiled._call_state is not None
             if judgement.verdict is build.Verdict.ADOPT:  # its own writes: same key digest
@@ -670,7 +682,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     keyed=state.key_fingerprint,
                 )
             pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
-            persistable = not extra  # a function passed as an argument has no cross-process name
+            # Why no row will serve this call (None: one will): a function passed as an argument
+            # has no cross-process name.
+            unstored = "a function passed as a compile-time argument has no cross-process name" if extra else None
             if pinned is not None:
                 # Keyed by identity: what the trace read of the instance's own state (its
                 # attributes, as they stand now the trace finished) must still hold on a hit.
@@ -680,12 +694,17 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     # The row would be keyed by the state before the trace; a process that
                     # loads it would not have the trace's writes to the instance.
                     log.info("%s: not persisted, the trace changed the bound instance's state", self._name)
-                    persistable = False
+                    unstored = "its trace changed the bound instance's state, which the row's key covers"
             entry = Entry(described, compiled, ir_key, state.fingerprint, extra, pinned)
             self._entries[key] = entry
             self._last[owner] = entry
             self._misses += 1
-            if persistable and pkey is not None and (row is None or row.ir_key != ir_key) and self._on_disk(ir_key):
+            if unstored is None and pkey is None:
+                unstored = why_not
+            if unstored is None and not self._on_disk(ir_key):
+                unstored = "FlyDSL did not write its artifact to its disk cache"
+            index.note_trace(self._name, unstored)
+            if unstored is None and pkey is not None and (row is None or row.ir_key != ir_key):
                 if row is not None:  # its artifact was gone, and the trace gives other IR for the same key
                     log.warning(
                         "%s: the persistent index row of this call named IR %s, a fresh trace gives %s: "

@@ -33,7 +33,7 @@ KERNELS = Path(__file__).parent / "kernels"
 SPEC = """
 import torch
 
-from {package} import reduce, registry, vadd
+from {package} import apply, reduce, registry, vadd
 
 N = 1024
 
@@ -56,6 +56,16 @@ def registry_pair():
     a, c = torch.zeros(N), torch.zeros(N)
     yield registry.logged_copy, (a, c, N)  # its trace appends to a registry...
     yield registry.counted_copy, (a, c, N)  # ...that this one's trace reads
+
+
+def unserved():
+    a, c = torch.zeros(N), torch.zeros(N)
+    yield vadd.vadd, (a, a, c, N)
+    yield (lambda n: None), (N,)  # runs no launcher
+    yield (lambda: vadd.vadd), ()  # a factory and its arguments: returns the launcher
+    yield apply.apply, (a, c, N, apply.double)  # a function as a compile-time argument
+    yield apply.own, (a, c, N)  # FlyDSL's own launcher
+    yield vadd.vadd, (a, a, c, N)  # again: served by the launcher's memory in a rebuild
 
 
 def not_pairs():
@@ -312,6 +322,30 @@ def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
         assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr, unreachable.stderr[-2000:]
         assert f"--executor dask://127.0.0.1:{port}: cannot reach a Dask scheduler" in unreachable.stderr
         assert "or use --executor local" in unreachable.stderr
+
+
+def test_a_specialization_no_row_would_serve_fails_and_says_why(project: Path) -> None:
+    """Bad input: a spec item whose call leaves nothing a runtime process could load — it
+    runs no launcher (a plain function, a launcher's factory), its trace has no
+    cross-process key (a function as a compile-time argument), or the launcher is FlyDSL's
+    own — fails, naming why; before, each counted as built or reused and the shipped
+    directory lacked it. The oracle: the index rows the build leaves, and what a rebuild is
+    served (a call served by the launcher's memory in the worker is reused too)."""
+    out = project / "out"
+    spec = f"{project / 'spec.py'}:unserved"
+    first = build(spec, ["gfx942"], out, jobs=1, progress=False)
+    assert (first.count("built") + first.count("reused"), first.count("failed")) == (2, 4)
+    failed = sorted(first.failed, key=lambda f: f.position)
+    errors = [f.error for f in failed]
+    assert "ran no flydsl_runtime launcher" in errors[0] and "it returned" not in errors[0]
+    assert "ran no flydsl_runtime launcher" in errors[1] and "it returned Launcher vadd" in errors[1]
+    assert "apply: a function passed as a compile-time argument has no cross-process name" in errors[2]
+    assert "function fdkaot_" in failed[2].label and ".apply.double" in failed[2].label  # no address
+    assert "1 trace(s) by a FlyDSL launcher that is not flydsl_runtime's" in errors[3]
+    assert len(_rows(out)) == 1  # vadd's
+    again = build(spec, ["gfx942"], out, jobs=1, progress=False)
+    assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 2, 4)
+    assert len(_rows(out)) == 1
 
 
 def test_cli_summary_and_exit_codes(project: Path) -> None:
