@@ -198,6 +198,8 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
 
     from . import index
 
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise index.IndexReadError(f"{directory} is a file, not the --out DIR of an AOT build")
     rows = index.read_rows(Path(directory) / index.INDEX_NAME)
     present: set[str] | None = None
     toolchain = ""

@@ -413,8 +413,15 @@ def build(
     if not arches or any(not a or not a.replace("_", "").isalnum() for a in arches):
         raise ValueError(f"aot build: --arch needs arch names such as gfx942,gfx950, got {','.join(arches)!r}")
     out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"aot build: --out {out} is not a directory; name a directory to build into (made if missing)")
     count = len(_items(spec))  # the spec must load and enumerate here, before any work starts
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"aot build: --out {out}: cannot make the directory ({exc.strerror or exc}); name one you can write"
+        ) from None
     tasks = [(position, arch) for arch in arches for position in range(count)]
     outcomes: list[Outcome] = []
     with _pool(executor, jobs, out) as pool:

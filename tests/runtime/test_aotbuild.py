@@ -282,11 +282,17 @@ def test_aot_list_names_every_shipped_specialization_and_missing_artifacts(proje
     assert all(entry["artifact"] is None for entry in json.loads(as_json.stdout))
     (project / "junk").mkdir()
     (project / "junk" / index.INDEX_NAME).write_bytes(b"not sqlite")
-    for where, why in [(project / "nowhere", "no persistent index there"), (project / "junk", "not a readable")]:
+    (project / "a_file").write_text("kept\n")
+    for where, why in [
+        (project / "nowhere", "no persistent index there"),
+        (project / "junk", "not a readable"),
+        (project / "a_file", "is a file, not the --out DIR of an AOT build"),
+    ]:
         bad = subprocess.run([*command[:-1], str(where)], capture_output=True, text=True, timeout=300)
         assert bad.returncode == 2 and why in bad.stderr and str(where) in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     assert (project / "junk" / index.INDEX_NAME).read_bytes() == b"not sqlite"  # left as it was
+    assert (project / "a_file").read_text() == "kept\n"
 
 
 def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
@@ -309,6 +315,12 @@ def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:
         build(f"{project / 'spec.py'}:specializations", ["gfx9 42"], out, jobs=1, progress=False)
     with pytest.raises(ValueError, match="--executor"):
         build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, executor="ray://x", progress=False)
+    a_file = project / "a_file"
+    a_file.write_text("kept\n")
+    for bad_out, why in [(a_file, "is not a directory"), (a_file / "sub", "cannot make the directory")]:
+        with pytest.raises(ValueError, match=f"--out {bad_out} {why}" if why.startswith("is") else why):
+            build(f"{project / 'spec.py'}:specializations", ["gfx942"], bad_out, jobs=1, progress=False)
+    assert a_file.read_text() == "kept\n"  # nothing lost
     if importlib.util.find_spec("distributed") is not None:  # a scheduler nobody listens for
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
