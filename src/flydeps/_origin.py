@@ -23,7 +23,6 @@ import os
 import site
 import stat
 import sys
-import sysconfig
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -54,6 +53,8 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 def _find_library_dirs() -> tuple[str, ...]:
+    import sysconfig  # ~1 ms to import: only where the distribution index is scanned
+
     dirs = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
