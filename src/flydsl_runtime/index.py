@@ -434,6 +434,7 @@ def lookup(key: str) -> Row | None:
     failure of the store, after one warning)."""
     path = index_path()
     if not path.exists():
+        _check_root(path.parent)
         return None
     try:
         rows = (
@@ -457,6 +458,23 @@ def lookup(key: str) -> Row | None:
                 _uses.rows.append((key, reads_text))
             return Row(key, reads, launcher, ir_key)
     return None
+
+
+# Cache roots found unusable (one warning each per process).
+_bad_roots: set[Path] = set()
+
+
+def _check_root(root: Path) -> None:
+    """One WARNING per process when the cache root is a file (a misspelt FLYDEPS_CACHE_DIR):
+    no index can be read or written there, so every new process would trace, silently."""
+    if root in _bad_roots or not root.exists() or root.is_dir():
+        return
+    _bad_roots.add(root)
+    log.warning(
+        "flydsl_runtime: the cache directory %s is a file: no persistent index is read or written "
+        "there (every new process traces); set FLYDEPS_CACHE_DIR to a directory",
+        root,
+    )
 
 
 def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...], dict, float]]:

@@ -281,6 +281,19 @@ def test_index_off_or_flydsl_disk_cache_off_persists_nothing(repo: Repo) -> None
     assert not repo.index.exists()
 
 
+def test_a_cache_directory_that_is_a_file_is_named_once_and_left_alone(repo: Repo, tmp_path: Path) -> None:
+    """Bad input: FLYDEPS_CACHE_DIR naming a file. Calls trace (no index can be read or
+    written there), one warning per process names the file, and the file is left as it was."""
+    a_file = tmp_path / "not_a_dir"
+    a_file.write_text("kept\n")
+    for _ in range(2):
+        done = repo.run("reduce", "partial_sum", "--fresh-ir", FLYDEPS_CACHE_DIR=str(a_file))
+        assert done["traces"] == 1 and not done["loaded"] and done["ir_key"] == done["fresh_ir"]
+        notes = [n for n in done["notes"] if "is a file" in n]
+        assert len(notes) == 1 and str(a_file) in notes[0] and "FLYDEPS_CACHE_DIR" in notes[0], done["notes"]
+    assert a_file.read_text() == "kept\n"
+
+
 def test_bound_instance_is_keyed_by_its_state_across_processes(repo: Repo) -> None:
     """A launcher bound to an instance whose class has no ``__cache_signature__``: within a
     process keyed by identity, across processes by the instance's state. The oracle is
