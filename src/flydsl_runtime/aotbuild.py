@@ -53,6 +53,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from flydeps.errors import FlydepsError
@@ -136,7 +137,11 @@ class Summary:
 
 
 def load_spec(spec: str) -> Callable[[], Any]:
-    """The callable ``SPEC`` names (imported with the facade installed)."""
+    """The callable ``SPEC`` names (imported with the facade installed). A file inside a
+    package (``src/pkg/aot.py``, its directory holding ``__init__.py``) is imported as
+    ``pkg.aot`` with the directory above its top package first on ``sys.path``, so its own
+    absolute and relative imports work; any other file by its location, its directory on
+    ``sys.path``. Whatever the import raises is a :class:`SpecError` naming the spec."""
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name.isidentifier():
         raise SpecError(spec, "does not end in ':function'")
@@ -145,30 +150,73 @@ def load_spec(spec: str) -> Callable[[], Any]:
     flydsl_runtime.install()
     try:
         if target.endswith(".py") or os.sep in target or "/" in target:
-            path = Path(target).resolve()
-            if not path.is_file():
-                raise SpecError(spec, f"names {path}, which is not a file")
-            module_name = f"_flydeps_aot_spec_{abs(hash(str(path)))}"
-            module = sys.modules.get(module_name)
-            if module is None:
-                sys.path.insert(0, str(path.parent))
-                loader_spec = importlib.util.spec_from_file_location(module_name, path)
-                if loader_spec is None or loader_spec.loader is None:
-                    raise SpecError(spec, f"names {path}, which Python cannot import")
-                module = importlib.util.module_from_spec(loader_spec)
-                sys.modules[module_name] = module
-                loader_spec.loader.exec_module(module)
+            module = _import_file(spec, Path(target).resolve())
         else:
             try:
                 module = importlib.import_module(target)
             except ImportError as exc:
-                raise SpecError(spec, f"names module {target!r}, which cannot be imported ({exc})") from exc
+                raise SpecError(
+                    spec, f"names module {target!r}, which cannot be imported ({exc}){_src_hint(target)}"
+                ) from exc
+            except Exception as exc:
+                raise SpecError(spec, f"raised while importing {target}: {type(exc).__name__}: {exc}") from exc
     finally:
         flydsl_runtime.uninstall()
     fn = getattr(module, name, None)
     if not callable(fn):
         raise SpecError(spec, f"names {name!r}, which {target} does not define as a callable")
     return fn  # type: ignore[no-any-return]
+
+
+def _import_file(spec: str, path: Path) -> ModuleType:
+    """The module of the spec file ``path`` (see :func:`load_spec`)."""
+    if not path.is_file():
+        raise SpecError(spec, f"names {path}, which is not a file")
+    root, parts = path.parent, [path.stem]
+    while (root / "__init__.py").is_file() and root.name.isidentifier():
+        parts.insert(0, root.name)
+        root = root.parent
+    try:
+        if len(parts) > 1 and path.stem.isidentifier():  # inside a package: by its dotted name
+            dotted = ".".join(parts)
+            if str(root) not in sys.path:
+                sys.path.insert(0, str(root))
+            module = importlib.import_module(dotted)
+            found = getattr(module, "__file__", None)
+            if found is None or Path(found).resolve() != path:
+                raise SpecError(
+                    spec, f"names {path}, but {dotted} imports from {found} (another copy comes first on sys.path)"
+                )
+            return module
+        module_name = f"_flydeps_aot_spec_{abs(hash(str(path)))}"
+        loaded = sys.modules.get(module_name)
+        if loaded is not None:
+            return loaded
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise SpecError(spec, f"names {path}, which Python cannot import")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+        return module
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise SpecError(spec, f"raised while importing {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _src_hint(dotted: str) -> str:
+    """A hint when ``dotted``'s top package lies in ``./src`` (a src-layout project not installed)."""
+    top = dotted.partition(".")[0]
+    if (Path("src") / top / "__init__.py").is_file():
+        return f"; {top} is in ./src: install the project (pip install -e .) or set PYTHONPATH=src"
+    return ""
 
 
 def _items(spec: str) -> list[tuple[Any, tuple, dict]]:

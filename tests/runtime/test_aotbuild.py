@@ -360,6 +360,39 @@ def test_a_specialization_no_row_would_serve_fails_and_says_why(project: Path) -
     assert len(_rows(out)) == 1
 
 
+def test_a_spec_inside_a_src_layout_package_imports_as_its_package(
+    tmp_path: Path, rocm_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A src-layout repository, not installed: ``src/<pkg>/aot.py:specializations`` is
+    imported as ``<pkg>.aot`` (its own absolute and relative imports work, in every worker);
+    before, its directory went on sys.path, ``from <pkg> import ...`` failed, and the build
+    ended in an internal error. The oracle: a rebuild is served every specialization by the
+    index. Bad input: the module spelling of a package in ./src names the fix, and a spec file
+    that raises while imported is a spec error naming the file."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the build puts src/ first on this process's path
+    package = f"fdksrc_{uuid.uuid4().hex[:8]}"
+    src = tmp_path / "repo" / "src"
+    shutil.copytree(KERNELS / "fdk", src / package)
+    (src / package / "aot.py").write_text(
+        f"import torch\n\nfrom {package} import vadd\nfrom . import reduce\n\n\n"
+        "def specializations():\n"
+        "    a, b, c = (torch.zeros(1024) for _ in range(3))\n"
+        "    yield vadd.vadd, (a, b, c, 1024)\n"
+        "    yield reduce.partial_sum, (a, c, 256)\n"
+    )
+    spec, out = f"{src / package / 'aot.py'}:specializations", tmp_path / "out"
+    monkeypatch.chdir(tmp_path / "repo")  # before any build of the file puts src/ on sys.path
+    with pytest.raises(SpecError, match=rf"{package} is in ./src: install the project .* or set PYTHONPATH=src"):
+        build(f"{package}.aot:specializations", ["gfx942"], out, jobs=1, progress=False)
+    first = build(spec, ["gfx942"], out, jobs=2, progress=False)
+    assert (first.count("built"), first.count("failed")) == (2, 0), first.lines()
+    again = build(spec, ["gfx942"], out, jobs=2, progress=False)
+    assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 2, 0)
+    (tmp_path / "raises.py").write_text("raise RuntimeError('no tuning table')\n")
+    with pytest.raises(SpecError, match=r"raised while importing .*raises.py: RuntimeError: no tuning table"):
+        build(f"{tmp_path / 'raises.py'}:f", ["gfx942"], out, jobs=1, progress=False)
+
+
 def test_cli_summary_and_exit_codes(project: Path) -> None:
     command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:specializations"]
     done = subprocess.run(
