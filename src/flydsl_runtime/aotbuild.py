@@ -54,12 +54,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flydeps.errors import FlydepsError
 
 from . import aot
 from .aot import AotMissError
+
+if TYPE_CHECKING:
+    from .index import Uses
 
 log = logging.getLogger("flydsl_runtime")
 
@@ -178,7 +181,7 @@ def _import_file(spec: str, path: Path) -> ModuleType:
         root = root.parent
     try:
         if len(parts) > 1 and path.stem.isidentifier():  # inside a package: by its dotted name
-            dotted = ".".join(parts)
+            dotted = ".".join(parts[:-1] if path.name == "__init__.py" else parts)
             if str(root) not in sys.path:
                 sys.path.insert(0, str(root))
             module = importlib.import_module(dotted)
@@ -377,7 +380,7 @@ def _call(
     return Outcome(position, arch, label, status, rows=plain, used=(tuple(uses.rows), tuple(uses.artifacts)))
 
 
-def _unserved(traced: int, uses: Any, memory_hit: bool, result: object) -> str | None:
+def _unserved(traced: int, uses: Uses, memory_hit: bool, result: object) -> str | None:
     """Why a runtime process would not be served this specialization from the directory
     (None: it would): a trace that left no row (not persistable, or not by a flydsl_runtime
     launcher), or a call that ran no launcher at all (SPEC yielded something else)."""

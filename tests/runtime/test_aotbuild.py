@@ -26,7 +26,7 @@ pytest.importorskip("flydsl")
 
 from flydsl_runtime import index  # noqa: E402
 from flydsl_runtime.aot import shipped  # noqa: E402
-from flydsl_runtime.aotbuild import Pruned, SpecError, build  # noqa: E402
+from flydsl_runtime.aotbuild import Pruned, SpecError, build, load_spec  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -373,6 +373,8 @@ def test_a_spec_inside_a_src_layout_package_imports_as_its_package(
     package = f"fdksrc_{uuid.uuid4().hex[:8]}"
     src = tmp_path / "repo" / "src"
     shutil.copytree(KERNELS / "fdk", src / package)
+    with (src / package / "__init__.py").open("a") as init:  # a spec in the package's own __init__.py
+        init.write("\n\ndef nothing():\n    return []\n")
     (src / package / "aot.py").write_text(
         f"import torch\n\nfrom {package} import vadd\nfrom . import reduce\n\n\n"
         "def specializations():\n"
@@ -388,6 +390,8 @@ def test_a_spec_inside_a_src_layout_package_imports_as_its_package(
     assert (first.count("built"), first.count("failed")) == (2, 0), first.lines()
     again = build(spec, ["gfx942"], out, jobs=2, progress=False)
     assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 2, 0)
+    assert load_spec(f"{src / package / '__init__.py'}:nothing") is sys.modules[package].nothing
+    assert f"{package}.__init__" not in sys.modules
     (tmp_path / "raises.py").write_text("raise RuntimeError('no tuning table')\n")
     with pytest.raises(SpecError, match=r"raised while importing .*raises.py: RuntimeError: no tuning table"):
         build(f"{tmp_path / 'raises.py'}:f", ["gfx942"], out, jobs=1, progress=False)
