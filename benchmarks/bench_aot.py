@@ -11,7 +11,9 @@ reduction whose helpers live in another module), built for gfx942 and gfx950: 60
 default. Rows: the first build on a local pool of 2 processes; the same build on a Dask
 ``LocalCluster`` of 2 single-thread worker processes (its own output directory; the index
 rows must equal the local ones); a rebuild with nothing changed (all reused); the rebuild
-after editing one helper of the reduction (only what reaches it is rebuilt); then the same
+after editing one helper of the reduction (only what reaches it is rebuilt); a first build
+of a spec that calls two launchers over 8 tensor sizes each (32 items, 4 specializations:
+each is built once and the other items are served by its row); then the same
 build with ``prune`` (``--prune``: the rows and artifacts of the helper's old version go),
 with the output directory's size before and after.
 """
@@ -45,6 +47,13 @@ def specializations():
     for factor in range({factors}):
         yield vadd.axpy, (a, c, N, factor + 2)
     yield reduce.partial_sum, (a, c, 256)
+
+
+def shapes():  # as AOT scripts iterate over problem sizes: one specialization per launcher
+    for n in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768):
+        a, b, c = (torch.zeros(n) for _ in range(3))
+        yield vadd.vadd, (a, b, c, n)
+        yield vadd.axpy, (a, c, n, 2)
 """
 
 
@@ -112,6 +121,11 @@ def main() -> int:
         _timed(
             "local pool: rebuild after a one-helper edit",
             lambda: build(spec, arches, work / "local", jobs=2, progress=False),
+            results,
+        )
+        _timed(  # 32 items, 4 specializations: each built once, the other items served by its row
+            "local pool: first build of a spec over 8 tensor sizes (2 launchers)",
+            lambda: build(f"{work / 'spec.py'}:shapes", arches, work / "shapes", jobs=2, progress=False),
             results,
         )
         before_bytes = _size(work / "local")

@@ -338,9 +338,7 @@ def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
     record = dist.read_text("RECORD")
     if record is None:
         return {
-            f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name
-            for f in (dist.files or ())
-            if f.suffix == ".py"
+            f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"
         }
     tops = set()
     # RECORD is CSV; only a path with a comma or a quote in it is quoted.

@@ -411,6 +411,13 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
         )
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None
+    except KeyboardInterrupt:
+        log.error(
+            "flydeps: interrupted; the specializations built so far have their rows in %s: "
+            "run the same command again to build the rest",
+            _shown(args.out),
+        )
+        return EXIT_INTERRUPTED
     sys.stdout.write("\n".join(summary.lines()) + "\n")
     unpruned = summary.pruned is not None and bool(summary.pruned.skipped)  # asked for, not done
     return EXIT_PROBLEMS if summary.failed or unpruned else EXIT_OK
@@ -436,10 +443,14 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([dataclasses.asdict(r) for r in rows], indent=2) + "\n")
     else:
         launchers = len({r.launcher for r in rows})
-        head = f"{args.dir}: {len(rows)} specializations of {launchers} launchers"
+        head = f"{args.dir}: {_count(len(rows), 'specialization')} of {_count(launchers, 'launcher')}"
         head += f", {missing} without their artifact" if missing else ""
         sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
     return EXIT_PROBLEMS if missing else EXIT_OK
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:

@@ -37,13 +37,18 @@ __all__ = ["AotMissError", "Shipped", "differences", "probing", "shipped", "stri
 class AotMissError(FlydepsError, RuntimeError):
     """Under ``FLYDEPS_AOT=strict``, a call the shipped index cannot serve without tracing."""
 
-    def __init__(self, launcher: str, index: Path, why: str, reasons: tuple[str, ...] = ()) -> None:
-        self.launcher, self.index, self.reasons = launcher, index, reasons
+    def __init__(
+        self, launcher: str, index: Path, why: str, reasons: tuple[str, ...] = (), key: str | None = None
+    ) -> None:
+        # key: the persistent key of the refused call (None: it has none), which an AOT build
+        # uses to build each specialization once however many items give it.
+        self.launcher, self.index, self.reasons, self.key = launcher, index, reasons, key
         detail = f": {'; '.join(reasons)}" if reasons else ""
         super().__init__(
             f"FLYDEPS_AOT=strict: {launcher}() has no shipped specialization for this call in {index} "
-            f"({why}{detail}). Build this specialization into the shipped cache (run the call once "
-            "with COMPILE_ONLY=1 and FLYDEPS_CACHE_DIR / FLYDSL_RUNTIME_CACHE_DIR pointing at it), "
+            f"({why}{detail}). Build this specialization into the shipped cache (yield this call "
+            "from the spec of `flydeps aot build --out` that directory, or run it once with COMPILE_ONLY=1 "
+            "and FLYDEPS_CACHE_DIR / FLYDSL_RUNTIME_CACHE_DIR pointing at it), "
             f"or unset FLYDEPS_AOT to trace on a miss; `flydeps aot list {index.parent}` shows what it holds."
         )
 
@@ -66,16 +71,67 @@ def _text(canonical: object) -> str:
     if tag in ("b", "i", "s"):
         return repr(rest[0]) if tag == "s" else str(rest[0])
     if tag == "f":
-        import struct
-
-        return repr(struct.unpack("<d", bytes.fromhex(rest[0]))[0])
+        return _float_text(rest[0])
+    if tag == "y":
+        return repr(bytes.fromhex(rest[0]))
     if tag == "c":
         return str(rest[0]).rpartition(":")[2]
     if tag == "d":
         return str(rest[0])
     if tag == "t":
-        return "(" + ", ".join(_text(x) for x in rest[0]) + ("," if len(rest[0]) == 1 else "") + ")"
+        items = rest[0]
+        # A float keyed by its IEEE-754 bytes: (float, bits) for a Constexpr float,
+        # ("float-bits", bits) for one inside FlyDSL's value signature. Shown as the number.
+        if len(items) == 2 and items[0] in _FLOAT_MARKS and _is_bits(items[1]):
+            number = _float_text(items[1][1])
+            return f"(float, {number})" if items[0][0] == "c" else number
+        tensor = _tensor_text(items)
+        if tensor is not None:
+            return tensor
+        return "(" + ", ".join(_text(x) for x in items) + ("," if len(items) == 1 else "") + ")"
     return repr(canonical)
+
+
+# How index._canonical spells the float class and argsig's "float-bits" tag.
+_FLOAT_MARKS = (["c", "builtins:float"], ["s", "float-bits"])
+
+
+def _tensor_text(items: list) -> str | None:
+    """FlyDSL 0.5's signature of a torch tensor, ``(TorchTensorJitArg, dtype, alignment,
+    use_32bit_stride, shape, stride)`` with ``-1`` for a dynamic entry, as
+    ``Tensor(torch.float16, shape (?, ?), stride (?, 1), align 2)``; None for any other
+    form (another FlyDSL's is then shown as it is)."""
+    if len(items) != 6 or items[0] != ["c", "flydsl.compiler.jit_argument:TorchTensorJitArg"]:
+        return None
+    _, dtype, align, narrow, shape, stride = items
+    if dtype[:1] != ["d"] or align[:1] != ["i"] or narrow[:1] != ["b"]:
+        return None
+    dims = []
+    for part in (shape, stride):
+        if part[:1] != ["t"] or not all(isinstance(e, list) and e[:1] == ["i"] for e in part[1]):
+            return None
+        entries = ["?" if e[1] == "-1" else str(e[1]) for e in part[1]]
+        dims.append("(" + ", ".join(entries) + ("," if len(entries) == 1 else "") + ")")
+    extra = ", 32-bit strides" if narrow[1] else ""
+    return f"Tensor({dtype[1]}, shape {dims[0]}, stride {dims[1]}, align {align[1]}{extra})"
+
+
+def _is_bits(part: object) -> bool:
+    return (
+        isinstance(part, list) and len(part) == 2 and part[0] == "y" and isinstance(part[1], str) and len(part[1]) == 16
+    )
+
+
+def _float_text(bits_hex: str) -> str:
+    """A float from its little-endian IEEE-754 bytes in hex: its repr (exact, and -0.0 apart
+    from 0.0); a NaN also by its bits, since NaNs with other payloads key apart."""
+    import struct
+
+    try:
+        value = struct.unpack("<d", bytes.fromhex(bits_hex))[0]
+    except (ValueError, struct.error):
+        return repr(bits_hex)
+    return f"nan (bits {bits_hex})" if value != value else repr(value)
 
 
 def _node_reasons(old: dict, new: dict) -> list[str]:
@@ -252,15 +308,16 @@ def probing() -> Iterator[None]:
         _probe.on = False
 
 
-def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "") -> AotMissError:
-    """The error for a call the index could not serve (``now``: this call's key parts)."""
+def miss_error(launcher: str, now: dict | None, why_unpersistable: str = "", key: str | None = None) -> AotMissError:
+    """The error for a call the index could not serve (``now``: this call's key parts;
+    ``key``: its persistent key, carried by a probe's error)."""
     import os
 
     from . import index
 
     path = index.index_path()
     if getattr(_probe, "on", False):
-        return AotMissError(launcher, path, "not in the index (probed by an AOT build)")
+        return AotMissError(launcher, path, "not in the index (probed by an AOT build)", key=key)
     if now is None:
         return AotMissError(launcher, path, f"this call cannot be served from an index: {why_unpersistable}")
     if not path.exists():

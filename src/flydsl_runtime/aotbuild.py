@@ -16,7 +16,9 @@ one thread per worker, ``OUT`` on a file system they share) —
 each call with ``ARCH`` set to the arch, ``COMPILE_ONLY=1``, ``FLYDEPS_CACHE_DIR=OUT`` and
 ``FLYDSL_RUNTIME_CACHE_DIR=OUT/flydsl``: a specialization whose key already has a row in
 ``OUT``'s index is *reused* without tracing; any other is *built* (FlyDSL traces and
-compiles into ``OUT/flydsl``); one that raises is *failed* with its error. Workers never
+compiles into ``OUT/flydsl``); one that raises is *failed* with its error. Items whose calls
+have one key (a launcher called with tensors of several sizes) are built once: the others
+wait for that build and are reused, served by its row. Workers never
 write the index: the rows they would add come back to the parent, the only writer. ``OUT``
 is then what a runtime points ``FLYDEPS_CACHE_DIR`` and ``FLYDSL_RUNTIME_CACHE_DIR`` at.
 
@@ -48,7 +50,7 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -94,6 +96,9 @@ class Outcome:
     rows: tuple = ()
     # What the worker used of OUT: ((key, env_reads JSON) of rows served, FlyDSL disk keys)
     used: tuple[tuple[tuple[str, str], ...], tuple[str, ...]] = ((), ())
+    # A reused item whose specialization another item of this build built (its label):
+    # the same key (the row that item wrote serves both).
+    same_as: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,11 @@ class Summary:
         return tuple(o for o in self.outcomes if o.status == "failed")
 
     def lines(self) -> list[str]:
+        same = sum(1 for o in self.outcomes if o.same_as)
+        also = f"; {same} of them the same specialization as another item" if same else ""
         head = (
             f"aot build into {self.out}: {self.count('built')} built, {self.count('reused')} reused, "
-            f"{self.count('failed')} failed (of {len(self.outcomes)})"
+            f"{self.count('failed')} failed (of {len(self.outcomes)}{also})"
         )
         tail = [self.pruned.line()] if self.pruned is not None else []
         return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed), *tail]
@@ -283,9 +290,30 @@ def _worker_init(out: str) -> None:
     JitFunction._trace = counted  # type: ignore[method-assign]
 
 
-def _build_one(spec: str, position: int, arch: str) -> Outcome:
+@dataclass(frozen=True)
+class _Unbuilt:
+    """A (specialization, arch) the index could not serve, with its persistent key: the
+    parent builds one item per key (:func:`build`), however many items give that key."""
+
+    position: int
+    arch: str
+    label: str
+    key: str
+
+
+def _local_worker_init(out: str) -> None:
+    """A local pool's worker: :func:`_worker_init`, and a Ctrl-C (which a terminal sends to
+    the whole process group) ends it quietly, as it ends the command; the parent says what
+    was kept. A Dask worker's process is the user's own: its signals are left alone."""
+    _worker_init(out)
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+
+
+def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> Outcome | _Unbuilt:
     """One (specialization, arch) task of a worker (the spec enumerated once per worker):
-    served from the index in the worker, or built in a fork of it (:func:`_in_fork`)."""
+    served from the index in the worker, or built in a fork of it (:func:`_in_fork`).
+    ``probe``: a call the index refuses, made by one launcher called directly, comes back
+    as :class:`_Unbuilt` instead of being built."""
     for name in _ARCH_SELECTORS:
         os.environ.pop(name, None)
     os.environ["ARCH"] = arch
@@ -298,8 +326,13 @@ def _build_one(spec: str, position: int, arch: str) -> Outcome:
         return _call(position, arch, label, launcher, args, kwargs)
     try:
         return _call(position, arch, label, launcher, args, kwargs, reuse_only=True)
-    except AotMissError:  # refused before any trace: build it in a fork
-        pass
+    except AotMissError as refused:  # refused before any trace: build it in a fork
+        # Its key names the specialization only when the item is that one launcher's call
+        # (a function calling launchers may call others after the one refused).
+        from .jit import Launcher
+
+        if probe and refused.key is not None and type(launcher) is Launcher and launcher._name == refused.launcher:
+            return _Unbuilt(position, arch, label, refused.key)
     return _in_fork(functools.partial(_call, position, arch, label, launcher, args, kwargs), position, arch, label)
 
 
@@ -413,7 +446,7 @@ def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
     if executor == "local":
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(str(out),)
+            max_workers=jobs, mp_context=context, initializer=_local_worker_init, initargs=(str(out),)
         ) as pool:
             yield pool
         return
@@ -474,38 +507,92 @@ def build(
             f"aot build: --out {out}: cannot make the directory ({exc.strerror or exc}); name one you can write"
         ) from None
     tasks = [(position, arch) for arch in arches for position in range(count)]
-    outcomes: list[Outcome] = []
-    with _pool(executor, jobs, out) as pool:
-        futures: dict[Future[Outcome], tuple[int, str]] = {
-            pool.submit(_build_one, spec, p, a): (p, a) for p, a in tasks
-        }
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        # No monitor thread: it would outlive the build in the caller's process (a library
-        # caller, a test run), where another thread changes how processes may be forked.
-        tqdm.monitor_interval = 0
-        bar = tqdm(total=len(futures), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
-        for future in as_completed(futures):
-            position, arch = futures[future]
-            try:
-                outcome = future.result()
-            except BrokenProcessPool as exc:
-                outcome = Outcome(position, arch, f"specialization {position}", "failed", f"worker died: {exc}")
-            except SpecError as exc:
-                outcome = Outcome(position, arch, f"specialization {position}", "failed", str(exc))
-            outcomes.append(outcome)
-            bar.update(1)
-            bar.set_postfix(
-                built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
-            )
-        bar.close()
+    # No monitor thread: it would outlive the build in the caller's process (a library
+    # caller, a test run), where another thread changes how processes may be forked.
+    tqdm.monitor_interval = 0
+    with _pool(executor, jobs, out) as pool:
+        bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
+        try:
+            outcomes = _run(pool, spec, tasks, out, bar)
+        finally:
+            bar.close()  # before the summary, or the interruption's message
     from . import index
 
-    _write_rows(out, [row for o in outcomes for row in o.rows])
     pruned = _prune(out, outcomes) if prune else None
     with index.at(out):
         index.compact(vacuum=pruned is not None and pruned.rows > 0)
     return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
+
+
+def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path, bar: Any) -> list[Outcome]:
+    """Every task's outcome, its rows written to ``out`` as it ends (a build interrupted later,
+    by Ctrl-C or a killed parent, keeps every row made so far; a rerun reuses them).
+
+    Each task first asks the index (a probe in a worker); one it cannot serve comes back
+    with its key, and the parent builds one task per key: tasks giving the key of a
+    specialization another task builds (the same launcher with tensors of other sizes:
+    FlyDSL keys tensors layout-dynamic) wait for that build and are then served by its row.
+    When the build of a key fails, the next task of that key is built, with its own error."""
+    outcomes: list[Outcome] = []
+    # future -> (position, arch, the key it builds: None for a probe)
+    futures: dict[Future[Outcome | _Unbuilt], tuple[int, str, str | None]] = {
+        pool.submit(_build_one, spec, p, a, probe=True): (p, a, None) for p, a in tasks
+    }
+    running: dict[str, list[_Unbuilt]] = {}  # key -> the tasks waiting for its build
+    finished: dict[str, Outcome] = {}  # key -> the build that wrote its row
+
+    def start(task: _Unbuilt, waiting: list[_Unbuilt]) -> list[Outcome]:
+        """Submit ``task``'s build, ``waiting`` the other tasks of its key; the failed outcomes
+        of all of them when the pool takes no more work (a worker died)."""
+        try:
+            futures[pool.submit(_build_one, spec, task.position, task.arch)] = (task.position, task.arch, task.key)
+        except (BrokenProcessPool, RuntimeError) as exc:
+            return [Outcome(t.position, t.arch, t.label, "failed", f"worker died: {exc}") for t in (task, *waiting)]
+        running[task.key] = waiting
+        return []
+
+    while futures:
+        done, _running = wait(futures, return_when=FIRST_COMPLETED)
+        for future in done:
+            position, arch, key = futures.pop(future)
+            try:
+                result = future.result()
+            except BrokenProcessPool as exc:
+                result = Outcome(position, arch, f"specialization {position}", "failed", f"worker died: {exc}")
+            except SpecError as exc:
+                result = Outcome(position, arch, f"specialization {position}", "failed", str(exc))
+            settled: list[Outcome] = []
+            if isinstance(result, _Unbuilt):
+                if result.key in finished:
+                    settled.append(_same_as(result, finished[result.key]))
+                elif result.key in running:
+                    running[result.key].append(result)
+                else:
+                    settled += start(result, [])
+            else:
+                settled.append(result)
+                if key is not None:  # the build of a key: its waiters are served, or the next one builds
+                    waiters = running.pop(key)
+                    if result.status == "built" and any(row[0] == key for row in result.rows):
+                        finished[key] = result
+                        settled += [_same_as(w, result) for w in waiters]
+                    elif waiters:
+                        settled += start(waiters[0], waiters[1:])
+            for outcome in settled:
+                _write_rows(out, outcome.rows)
+                outcomes.append(outcome)
+                bar.update(1)
+        bar.set_postfix(
+            built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
+        )
+    return outcomes
+
+
+def _same_as(item: _Unbuilt, built: Outcome) -> Outcome:
+    """``item``, whose key ``built`` wrote a row for in this build: a runtime is served it."""
+    return Outcome(item.position, item.arch, item.label, "reused", same_as=built.label)
 
 
 def _prune(out: Path, outcomes: Sequence[Outcome]) -> Pruned:
@@ -550,12 +637,14 @@ def _is_disk_key(name: str) -> bool:
     return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
 
 
-def _write_rows(out: Path, rows: list[tuple]) -> None:
+def _write_rows(out: Path, rows: Sequence[tuple]) -> None:
     """The one writer: the workers' rows into ``out``'s index."""
     from flydeps._environ import EnvReads
 
     from . import index
 
+    if not rows:
+        return
     with index.at(out):
         for key, launcher, ir_key, (values, listed), detail, replace in rows:
             index.record(key, launcher, ir_key, EnvReads(values, listed), detail, replace=replace)

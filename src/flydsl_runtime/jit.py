@@ -652,7 +652,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     if pkey and persistent.keyed is not None
                     else None
                 )
-                raise aot.miss_error(self._name, parts, why_not)
+                raise aot.miss_error(self._name, parts, why_not, key=pkey)
             diskcache.manager(self._jf)  # where this process cannot write: read-only, kept in memory
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             try:

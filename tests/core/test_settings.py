@@ -331,6 +331,8 @@ def test_the_user_cache_root_is_platformdirs_answer_and_follows_the_environment(
         assert settings.user_cache_root() == platformdirs.user_cache_dir("flydeps")  # remembered, same
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    assert settings.user_cache_root() == platformdirs.user_cache_dir("flydeps") == str(
-        tmp_path / "home" / ".cache" / "flydeps"
+    assert (
+        settings.user_cache_root()
+        == platformdirs.user_cache_dir("flydeps")
+        == str(tmp_path / "home" / ".cache" / "flydeps")
     )

@@ -68,6 +68,30 @@ def unserved():
     yield vadd.vadd, (a, a, c, N)  # again: served by the launcher's memory in a rebuild
 
 
+def sizes():
+    for n in (256, 1024, 4096):  # one specialization: FlyDSL keys tensors layout-dynamic, n is Int32
+        a, b, c = (torch.zeros(n) for _ in range(3))
+        yield vadd.vadd, (a, b, c, n)
+    yield vadd.axpy, (a, c, 4096, 2)
+
+
+def interrupted():
+    yield from resumed()
+    yield (lambda: __import__("time").sleep(600)), ()  # still running when the build is interrupted
+
+
+def resumed():
+    a, b, c = (torch.zeros(N) for _ in range(3))
+    yield vadd.vadd, (a, b, c, N)
+    yield vadd.axpy, (a, c, N, 2)
+
+
+def dies():
+    a, b, c = (torch.zeros(N) for _ in range(3))
+    yield vadd.vadd, (a, b, c, N)
+    yield (lambda: __import__("os")._exit(3)), ()  # kills the worker itself (its probe makes the call)
+
+
 def not_pairs():
     yield vadd.vadd
 
@@ -106,6 +130,73 @@ def test_build_reuse_and_incremental_rebuild(project: Path) -> None:
     rebuilt = sorted(o.label.split("(")[0].rsplit(".", 1)[-1] for o in edited.outcomes if o.status == "built")
     assert rebuilt == ["partial_sum", "partial_sum"] and edited.count("reused") == 6
     assert len(_rows(out)) == 10
+
+
+def test_items_giving_one_specialization_build_it_once(project: Path) -> None:
+    """A spec that calls one launcher with tensors of several sizes (as AOT scripts iterate
+    over shapes) gives one specialization: FlyDSL traces it once, and the other items are
+    served by that build's row. Before, every item traced and compiled it again ("3 built"
+    for one row). The oracle: the traces FlyDSL ran in the workers (``built``), the index
+    rows and artifacts, and a strict process served every size without tracing."""
+    out = project / "out"
+    spec = f"{project / 'spec.py'}:sizes"
+    first = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    assert (first.count("built"), first.count("reused"), first.count("failed")) == (4, 4, 0), first.lines()
+    assert first.lines()[0].endswith("(of 8; 4 of them the same specialization as another item)")
+    vadds = [o for o in first.outcomes if o.position < 3]
+    for arch in ("gfx942", "gfx950"):
+        mine = [o for o in vadds if o.arch == arch]
+        (built,) = [o for o in mine if o.status == "built"]
+        assert sorted(o.same_as for o in mine if o.status == "reused") == [built.label, built.label]
+    assert len(_rows(out)) == 4 and len(list((out / "flydsl").rglob("*.pkl"))) == 4
+    calls = "; ".join(f"vadd.vadd(*(torch.zeros({n}) for _ in range(3)), {n})" for n in (256, 1024, 4096))
+    assert _strict_traces(project, out, calls) == "0"
+    again = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 8, 0)
+    assert not any(o.same_as for o in again.outcomes)  # each served by the index itself
+
+
+def test_an_interrupted_build_keeps_what_it_built(project: Path) -> None:
+    """Ctrl-C while one item still runs: the specializations built before it keep their
+    rows (each is written as its build ends), the index stays readable, and a rerun reuses
+    them without tracing. Before, rows were written once every item had ended: an
+    interrupted build (or a killed one) left none, and the rerun traced everything again."""
+    import signal
+
+    out = project / "out"
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:interrupted"]
+    command += ["--arch", "gfx942", "--out", str(out), "--jobs", "2", "--no-progress"]
+    build_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and build_process.poll() is None:
+            if (out / index.INDEX_NAME).exists() and len(_rows(out)) == 2:
+                break
+            time.sleep(0.5)
+        assert build_process.poll() is None, build_process.communicate()
+        assert len(_rows(out)) == 2, "the two quick builds never wrote their rows"
+        os.killpg(build_process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        _stdout, stderr = build_process.communicate(timeout=120)
+    finally:
+        if build_process.poll() is None:
+            os.killpg(build_process.pid, signal.SIGKILL)
+            build_process.wait()
+    said = stderr.decode()
+    assert build_process.returncode == 130 and "interrupted; the specializations built so far" in said, said[-2000:]
+    assert "Traceback" not in said, said[-2000:]
+    assert len(_rows(out)) == 2
+    rerun = build(f"{project / 'spec.py'}:resumed", ["gfx942"], out, jobs=2, progress=False)
+    assert (rerun.count("built"), rerun.count("reused"), rerun.count("failed")) == (0, 2, 0), rerun.lines()
+
+
+def test_a_worker_that_dies_fails_its_specializations_not_the_build(project: Path) -> None:
+    """Bad input: a spec item that kills its worker process. The pool is then closed: the
+    other specialization fails with "worker died" too, whether its probe had come back (its
+    build is then refused by the closed pool, or the pool ends it) or not, and the build
+    ends with its summary, not an internal error."""
+    summary = build(f"{project / 'spec.py'}:dies", ["gfx942"], project / "out", jobs=1, progress=False)
+    assert [o.status for o in summary.outcomes] == ["failed", "failed"], summary.lines()
+    assert all("worker died" in o.error for o in summary.outcomes), summary.lines()
 
 
 def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:

@@ -482,8 +482,15 @@ def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path,
 
 @pytest.mark.parametrize(
     "env",
-    [{}, {"ROCM_PATH": "/a"}, {"ROCM_ROOT": "/b"}, {"ROCM_HOME": "/c"}, {"ROCM_ROOT": "/b", "ROCM_HOME": "/c"},
-     {"ROCM_PATH": "", "ROCM_HOME": "/c"}, {"ROCM_PATH": "/a", "ROCM_ROOT": "/b", "ROCM_HOME": "/c"}],
+    [
+        {},
+        {"ROCM_PATH": "/a"},
+        {"ROCM_ROOT": "/b"},
+        {"ROCM_HOME": "/c"},
+        {"ROCM_ROOT": "/b", "ROCM_HOME": "/c"},
+        {"ROCM_PATH": "", "ROCM_HOME": "/c"},
+        {"ROCM_PATH": "/a", "ROCM_ROOT": "/b", "ROCM_HOME": "/c"},
+    ],
 )
 def test_the_rocm_root_is_the_one_flydsls_binding_gives(monkeypatch, env: dict[str, str]) -> None:
     """The oracle is FlyDSL's ROCDL binding (``rocm_path()``, what its toolchain key hashes
@@ -576,8 +583,9 @@ def test_strict_aot_serves_shipped_calls_and_names_what_differs(repo: Repo) -> N
 
     dtype = repo.run("reduce", "partial_sum", "--dtype", "float16", FLYDEPS_AOT="strict")
     assert dtype["error"] == "AotMissError" and dtype["traces"] == 0
-    assert "argument 'x': (TorchTensorJitArg, torch.float32" in dtype["message"]
-    assert "torch.float16" in dtype["message"] and "argument 'n'" not in dtype["message"]
+    assert "argument 'x': Tensor(torch.float32, shape (?,), stride (1,), align 4) -> " in dtype["message"]
+    assert "Tensor(torch.float16, shape (?,), stride (1,), align 2)" in dtype["message"]
+    assert "argument 'n'" not in dtype["message"]
 
     arch = repo.run(FLYDEPS_AOT="strict", ARCH="gfx950")
     assert "arch gfx942 -> gfx950" in arch["message"] and arch["traces"] == 0
@@ -710,6 +718,46 @@ def test_differences_name_every_part() -> None:
     )
     foreign = {**changed, "self_state": {"factor": "not a pair", 3: None}}  # a row written otherwise
     assert "bound instance attribute factor changed" in aot.differences(with_state, foreign)
+
+
+def test_a_float_argument_is_named_by_its_value() -> None:
+    """A Constexpr float is keyed by its IEEE-754 bytes; a strict miss and ``aot list`` show
+    the number (``eps: (float, 1e-05) -> (float, 1e-06)``), never the bytes' hex. The
+    signatures are argsig's own, through the row's canonical form."""
+    import inspect
+
+    import flydsl.expr as fx
+
+    from flydsl_runtime import aot, argsig
+
+    P = inspect.Parameter  # (this module's annotations are strings: spelled out)
+    params = [P("x", P.POSITIONAL_OR_KEYWORD, annotation=fx.Tensor)]
+    params += [P(n, P.POSITIONAL_OR_KEYWORD, annotation=fx.Constexpr[t]) for n, t in (("eps", float), ("shape", tuple))]
+    signer = argsig.ArgSigner("m.launch", inspect.Signature(params))
+    names = signer.names
+
+    def parts(eps: float, shape: tuple, x: Any = None) -> dict:
+        sigs = argsig.signatures(signer.key((torch.zeros(4) if x is None else x, eps, shape)))
+        return {"args": {n: index._canonical(s) for n, s in zip(names, sigs)}}
+
+    assert aot.differences(parts(1e-5, (2, 0.5)), parts(1e-6, (2, 0.5))) == (
+        "argument 'eps': (float, 1e-05) -> (float, 1e-06)",
+    )
+    assert aot.differences(parts(0.0, (2, 0.5)), parts(-0.0, (2, 0.5))) == (
+        "argument 'eps': (float, 0.0) -> (float, -0.0)",
+    )
+    (shape,) = aot.differences(parts(1.0, (2, 0.5)), parts(1.0, (2, 0.25)))
+    assert "0.5" in shape and "0.25" in shape and "'y'" not in shape, shape
+    nan = struct.unpack("<d", bytes.fromhex("010000000000f87f"))[0]  # a NaN with a payload
+    (nans,) = aot.differences(parts(float("nan"), ()), parts(nan, ()))
+    assert nans.count("nan (bits ") == 2 and "010000000000f87f" in nans, nans
+    assert aot._text(["y", "00ff"]) == "b'\\x00\\xff'"  # other bytes: as bytes
+    # A tensor: FlyDSL's signature (dtype, alignment, dynamic shape and strides) in words.
+    column = torch.zeros(4, 3, dtype=torch.float16).t()  # strides (1, 3): unit stride first
+    assert aot.differences(parts(1.0, (), torch.zeros(2, 3)), parts(1.0, (), column)) == (
+        "argument 'x': Tensor(torch.float32, shape (?, ?), stride (?, 1), align 4) -> "
+        "Tensor(torch.float16, shape (?, ?), stride (1, ?), align 2)",
+    )
 
 
 # One file edit each, in a new process after the row of the unedited code was written.
