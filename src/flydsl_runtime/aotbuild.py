@@ -327,11 +327,13 @@ def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> O
     try:
         return _call(position, arch, label, launcher, args, kwargs, reuse_only=True)
     except AotMissError as refused:  # refused before any trace: build it in a fork
-        # Its key names the specialization only when the item is that one launcher's call
-        # (a function calling launchers may call others after the one refused).
-        from .jit import Launcher
+        # Its key names the specialization only when the item is that one launcher's call,
+        # plain or bound to an instance (a function calling launchers may call others after
+        # the one refused).
+        from .jit import launcher_of
 
-        if probe and refused.key is not None and type(launcher) is Launcher and launcher._name == refused.launcher:
+        called = launcher_of(launcher)
+        if probe and refused.key is not None and called is not None and called._name == refused.launcher:
             return _Unbuilt(position, arch, label, refused.key)
     return _in_fork(functools.partial(_call, position, arch, label, launcher, args, kwargs), position, arch, label)
 

@@ -55,7 +55,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import FunctionType, MappingProxyType
+from types import FunctionType, MappingProxyType, MethodType
 from typing import Any, NamedTuple
 
 from blake3 import blake3
@@ -277,6 +277,19 @@ _LAUNCHERS: weakref.WeakSet[Launcher] = weakref.WeakSet()
 def memory_hits() -> int:
     """Calls the live launchers of this process have served from their memory so far."""
     return sum(launcher._hits for launcher in list(_LAUNCHERS))
+
+
+def launcher_of(call: object) -> Launcher | None:
+    """The launcher that calling ``call`` calls, when that is all it does: a launcher, or
+    one bound to an instance (``obj.launch``); None for anything else (a function that may
+    call several). Reads types and attributes of library objects only."""
+    if type(call) is Launcher:
+        return call
+    if type(call) is functools.partial and len(call.args) == 1 and not call.keywords:
+        bound = call.func
+        if type(bound) is MethodType and type(bound.__self__) is Launcher and bound.__func__ is Launcher._bound_call:
+            return bound.__self__
+    return None
 
 
 class Launcher(_WarmBase):  # type: ignore[misc,valid-type]

@@ -33,7 +33,7 @@ KERNELS = Path(__file__).parent / "kernels"
 SPEC = """
 import torch
 
-from {package} import apply, reduce, registry, vadd
+from {package} import apply, bound, reduce, registry, vadd
 
 N = 1024
 
@@ -69,10 +69,12 @@ def unserved():
 
 
 def sizes():
-    for n in (256, 1024, 4096):  # one specialization: FlyDSL keys tensors layout-dynamic, n is Int32
+    for n in (256, 1024, 4096):  # one specialization each: FlyDSL keys tensors layout-dynamic, n is Int32
         a, b, c = (torch.zeros(n) for _ in range(3))
         yield vadd.vadd, (a, b, c, n)
+        yield bound.QUANT.launch, (a, b, c, n)  # a launcher bound to an instance
     yield vadd.axpy, (a, c, 4096, 2)
+    yield bound.Quant(factor=3).launch, (a, b, c, 4096)  # another instance's state: another specialization
 
 
 def interrupted():
@@ -141,18 +143,22 @@ def test_items_giving_one_specialization_build_it_once(project: Path) -> None:
     out = project / "out"
     spec = f"{project / 'spec.py'}:sizes"
     first = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
-    assert (first.count("built"), first.count("reused"), first.count("failed")) == (4, 4, 0), first.lines()
-    assert first.lines()[0].endswith("(of 8; 4 of them the same specialization as another item)")
-    vadds = [o for o in first.outcomes if o.position < 3]
-    for arch in ("gfx942", "gfx950"):
-        mine = [o for o in vadds if o.arch == arch]
-        (built,) = [o for o in mine if o.status == "built"]
-        assert sorted(o.same_as for o in mine if o.status == "reused") == [built.label, built.label]
-    assert len(_rows(out)) == 4 and len(list((out / "flydsl").rglob("*.pkl"))) == 4
-    calls = "; ".join(f"vadd.vadd(*(torch.zeros({n}) for _ in range(3)), {n})" for n in (256, 1024, 4096))
+    assert (first.count("built"), first.count("reused"), first.count("failed")) == (8, 8, 0), first.lines()
+    assert first.lines()[0].endswith("(of 16; 8 of them the same specialization as another item)")
+    for parity in (0, 1):  # the three vadd items, the three bound QUANT.launch items
+        for arch in ("gfx942", "gfx950"):
+            mine = [o for o in first.outcomes if o.position < 6 and o.position % 2 == parity and o.arch == arch]
+            (built,) = [o for o in mine if o.status == "built"]
+            assert sorted(o.same_as for o in mine if o.status == "reused") == [built.label, built.label]
+    assert len(_rows(out)) == 8 and len(list((out / "flydsl").rglob("*.pkl"))) == 8
+    package = next(project.glob("fdkaot_*")).name
+    calls = f"from {package} import bound\n" + "".join(
+        f"x = [torch.zeros({n}) for _ in range(3)]; vadd.vadd(*x, {n}); bound.QUANT.launch(*x, {n})\n"
+        for n in (256, 1024, 4096)
+    )
     assert _strict_traces(project, out, calls) == "0"
     again = build(spec, ["gfx942", "gfx950"], out, jobs=2, progress=False)
-    assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 8, 0)
+    assert (again.count("built"), again.count("reused"), again.count("failed")) == (0, 16, 0)
     assert not any(o.same_as for o in again.outcomes)  # each served by the index itself
 
 
