@@ -514,13 +514,20 @@ def build(
     # No monitor thread: it would outlive the build in the caller's process (a library
     # caller, a test run), where another thread changes how processes may be forked.
     tqdm.monitor_interval = 0
+    from . import index, sqlitefile
+
+    # Rows written while workers read the index: only where SQLite's locks hold, a local
+    # pool on a local file system. Workers on other hosts (Dask), or DIR on a network file
+    # system, read it while nothing writes it; their rows are written once all have ended.
+    as_they_end = executor == "local" and not sqlitefile.on_network_fs(out)
     with _pool(executor, jobs, out) as pool:
         bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
         try:
-            outcomes = _run(pool, spec, tasks, out, bar)
+            outcomes = _run(pool, spec, tasks, out if as_they_end else None, bar)
         finally:
             bar.close()  # before the summary, or the interruption's message
-    from . import index
+    if not as_they_end:
+        _write_rows(out, [row for o in outcomes for row in o.rows])
 
     pruned = _prune(out, outcomes) if prune else None
     with index.at(out):
@@ -528,9 +535,10 @@ def build(
     return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
 
 
-def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path, bar: Any) -> list[Outcome]:
+def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path | None, bar: Any) -> list[Outcome]:
     """Every task's outcome, its rows written to ``out`` as it ends (a build interrupted later,
-    by Ctrl-C or a killed parent, keeps every row made so far; a rerun reuses them).
+    by Ctrl-C or a killed parent, keeps every row made so far; a rerun reuses them); with
+    ``out`` None, written by the caller once all have ended.
 
     Each task first asks the index (a probe in a worker); one it cannot serve comes back
     with its key, and the parent builds one task per key: tasks giving the key of a
@@ -583,7 +591,8 @@ def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path, bar:
                     elif waiters:
                         settled += start(waiters[0], waiters[1:])
             for outcome in settled:
-                _write_rows(out, outcome.rows)
+                if out is not None:
+                    _write_rows(out, outcome.rows)
                 outcomes.append(outcome)
                 bar.update(1)
         bar.set_postfix(
