@@ -395,7 +395,7 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise _UsageError(f"flydeps aot build: --jobs must be at least 1, got {args.jobs}")
     try:
-        from flydsl_runtime.aotbuild import SpecError, build
+        from flydsl_runtime.aotbuild import BuildInterrupted, SpecError, build
     except ImportError as exc:
         raise _UsageError(f"flydeps aot build needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
     arches = [a.strip() for a in args.arch.split(",") if a.strip()]
@@ -411,12 +411,8 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
         )
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None
-    except KeyboardInterrupt:
-        log.error(
-            "flydeps: interrupted; the specializations built so far have their rows in %s: "
-            "run the same command again to build the rest",
-            _shown(args.out),
-        )
+    except BuildInterrupted as stopped:
+        log.error("flydeps: %s", _shown(str(stopped)))
         return EXIT_INTERRUPTED
     sys.stdout.write("\n".join(summary.lines()) + "\n")
     unpruned = summary.pruned is not None and bool(summary.pruned.skipped)  # asked for, not done

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flydsl_runtime")
 
-__all__ = ["Outcome", "Pruned", "SpecError", "Summary", "build", "load_spec"]
+__all__ = ["BuildInterrupted", "Outcome", "Pruned", "SpecError", "Summary", "build", "load_spec"]
 
 _ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
 
@@ -99,6 +99,27 @@ class Outcome:
     # A reused item whose specialization another item of this build built (its label):
     # the same key (the row that item wrote serves both).
     same_as: str = ""
+
+
+class BuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`build`: ``kept`` index rows were written before it (None: rows
+    are written only once every build has ended, with Dask or ``OUT`` on a network file
+    system, so none were)."""
+
+    def __init__(self, out: Path, kept: int | None) -> None:
+        self.out, self.kept = out, kept
+        if kept is None:
+            said = (
+                f"interrupted; no index rows were written to {out} (with Dask, or on a network file system, "
+                "rows are written once every build has ended): running the same command again traces again, "
+                "and FlyDSL's disk cache there spares the compiles it finished"
+            )
+        else:
+            said = (
+                f"interrupted; the {kept} index rows of the specializations built so far are in {out}: "
+                "run the same command again to build the rest"
+            )
+        super().__init__(said)
 
 
 @dataclass(frozen=True)
@@ -520,12 +541,17 @@ def build(
     # pool on a local file system. Workers on other hosts (Dask), or DIR on a network file
     # system, read it while nothing writes it; their rows are written once all have ended.
     as_they_end = executor == "local" and not sqlitefile.on_network_fs(out)
-    with _pool(executor, jobs, out) as pool:
-        bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
-        try:
-            outcomes = _run(pool, spec, tasks, out if as_they_end else None, bar)
-        finally:
-            bar.close()  # before the summary, or the interruption's message
+    outcomes: list[Outcome] = []
+    try:
+        with _pool(executor, jobs, out) as pool:
+            bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
+            try:
+                _run(pool, spec, tasks, out if as_they_end else None, bar, outcomes)
+            finally:
+                bar.close()  # before the summary, or the interruption's message
+    except KeyboardInterrupt:
+        kept = sum(len(o.rows) for o in outcomes) if as_they_end else None
+        raise BuildInterrupted(out, kept) from None
     if not as_they_end:
         _write_rows(out, [row for o in outcomes for row in o.rows])
 
@@ -535,17 +561,18 @@ def build(
     return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
 
 
-def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path | None, bar: Any) -> list[Outcome]:
-    """Every task's outcome, its rows written to ``out`` as it ends (a build interrupted later,
-    by Ctrl-C or a killed parent, keeps every row made so far; a rerun reuses them); with
-    ``out`` None, written by the caller once all have ended.
+def _run(
+    pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path | None, bar: Any, outcomes: list[Outcome]
+) -> None:
+    """Every task's outcome, appended to ``outcomes`` and its rows written to ``out`` as it
+    ends (a build interrupted later, by Ctrl-C or a killed parent, keeps every row made so
+    far; a rerun reuses them); with ``out`` None, written by the caller once all have ended.
 
     Each task first asks the index (a probe in a worker); one it cannot serve comes back
     with its key, and the parent builds one task per key: tasks giving the key of a
     specialization another task builds (the same launcher with tensors of other sizes:
     FlyDSL keys tensors layout-dynamic) wait for that build and are then served by its row.
     When the build of a key fails, the next task of that key is built, with its own error."""
-    outcomes: list[Outcome] = []
     # future -> (position, arch, the key it builds: None for a probe)
     futures: dict[Future[Outcome | _Unbuilt], tuple[int, str, str | None]] = {
         pool.submit(_build_one, spec, p, a, probe=True): (p, a, None) for p, a in tasks
@@ -598,7 +625,6 @@ def _run(pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path | Non
         bar.set_postfix(
             built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
         )
-    return outcomes
 
 
 def _same_as(item: _Unbuilt, built: Outcome) -> Outcome:
