@@ -168,6 +168,14 @@ SETTINGS: dict[str, Setting] = {
             read="on each launcher miss",
         ),
         Setting(
+            "FLYDEPS_INDEX_MAX_BYTES",
+            "integer",
+            str(256 * 1024 * 1024),
+            "flydsl_runtime's persistent index is kept under this many bytes of rows: past it, the oldest rows "
+            "are deleted (an index made by `flydeps aot build` never is)",
+            read="after a trace writes a row",
+        ),
+        Setting(
             "FLYDEPS_MAX_FILE_BYTES",
             "integer",
             str(32 * 1024 * 1024),

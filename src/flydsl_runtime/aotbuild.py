@@ -541,6 +541,8 @@ def build(
     # pool on a local file system. Workers on other hosts (Dask), or DIR on a network file
     # system, read it while nothing writes it; their rows are written once all have ended.
     as_they_end = executor == "local" and not sqlitefile.on_network_fs(out)
+    with index.at(out):
+        index.mark_built()  # a shipped directory: runtime processes writing there never trim it
     outcomes: list[Outcome] = []
     try:
         with _pool(executor, jobs, out) as pool:

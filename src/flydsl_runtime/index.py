@@ -137,6 +137,8 @@ CREATE TABLE IF NOT EXISTS toolchains (
 # network file system, where SQLite's WAL mode does not work across hosts). 0: not yet.
 _SET_UP_WAL = 1
 _SET_UP_ROLLBACK = 2
+# PRAGMA application_id of an index an AOT build made (its directory is shipped): never trimmed.
+_AOT_BUILT = 0x464C4441  # "FLDA"
 # Top-level packages whose types may appear by name in a persistent key: their code is
 # covered by the versions in the key. A user type's definition is not, so it is not named.
 _LIBRARY_TYPES = frozenset({"builtins", "flydsl", "torch", "numpy"})
@@ -580,7 +582,10 @@ def record(
     for attempt in (1, 2):
         try:
             verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-            _connect(path).execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            conn = _connect(path)
+            conn.execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            if _path_override is None:  # a runtime process's own cache (not an AOT build's parent)
+                _trim(conn, path)
             return True
         except sqlite3.Error as error:
             if attempt == 1 and _is_corruption(error):
@@ -592,6 +597,37 @@ def record(
             log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
             return False
     return False
+
+
+def _trim(conn: sqlite3.Connection, path: Path) -> None:
+    """Keep the runtime index under ``FLYDEPS_INDEX_MAX_BYTES`` of rows: past it, the oldest
+    rows go, down to 3/4 of it (their pages are reused by later rows). A deleted row is only a
+    miss for a process that would have loaded it (it traces, and writes the row again). An
+    index an AOT build made (:func:`mark_built`) is never trimmed. Runs after a row is
+    written, that is after a trace: never on a call the index serves."""
+    limit = settings.integer("FLYDEPS_INDEX_MAX_BYTES", _MAX_BYTES)
+    page_size, pages, free = (
+        conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_size", "page_count", "freelist_count")
+    )
+    if (pages - free) * page_size <= limit or conn.execute("PRAGMA application_id").fetchone()[0] == _AOT_BUILT:
+        return
+    rows = conn.execute("SELECT count(*) FROM specializations").fetchone()[0]
+    excess = min(rows - int(rows * (limit * 3 // 4) / ((pages - free) * page_size)), rows - 1)  # not the new row
+    if excess > 0:
+        conn.execute(
+            "DELETE FROM specializations WHERE rowid IN (SELECT rowid FROM specializations ORDER BY created LIMIT ?)",
+            (excess,),
+        )
+        log.info("flydsl_runtime: persistent index %s over %d bytes: its %d oldest rows deleted", path, limit, excess)
+
+
+_MAX_BYTES = 256 * 1024 * 1024
+
+
+def mark_built() -> None:
+    """Mark the index at :func:`index_path` as an AOT build's: runtime processes writing to it
+    never trim it (:func:`_trim`), whatever its size."""
+    _connect(index_path()).execute(f"PRAGMA application_id = {_AOT_BUILT}")
 
 
 def prune(keep: Collection[tuple[str, str]]) -> int:

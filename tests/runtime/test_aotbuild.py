@@ -218,6 +218,11 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     )
     # shipped calls without a trace; others refused (before any trace)
     assert _strict_traces(project, out, calls).split() == ["AotMissError", "0"]
+    # A runtime process that traces a new specialization there writes its row, and trims
+    # nothing of the shipped ones, however small its FLYDEPS_INDEX_MAX_BYTES.
+    shipped_rows = _rows(out)
+    assert _strict_traces(project, out, "vadd.axpy(a, c, 1024, 4)", strict=False, FLYDEPS_INDEX_MAX_BYTES="1") == "1"
+    assert len(_rows(out)) == len(shipped_rows) + 1 and shipped_rows < _rows(out)
 
 
 def test_each_specialization_is_built_in_the_state_a_new_process_has(project: Path) -> None:

@@ -882,3 +882,49 @@ def test_the_journal_mode_is_chosen_when_the_index_is_created(
         assert index._connect(path).execute("PRAGMA journal_mode").fetchone()[0] == mode
     finally:
         index._forget(path)
+
+
+def _live_bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        size, pages, free = (
+            conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count", "freelist_count")
+        )
+    return (pages - free) * size
+
+
+def test_the_runtime_index_keeps_under_its_size_and_an_aot_index_is_never_trimmed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows past FLYDEPS_INDEX_MAX_BYTES go oldest first (a deleted row is a miss: the
+    process traces and writes it again); the newest rows are still served. An index that
+    `flydeps aot build` made (mark_built) keeps every row whatever its size. Bad input: a
+    limit that is not a size is one error naming the variable."""
+    from flydeps._environ import EnvReads
+    from flydeps.settings import SettingError
+
+    limit = 128 * 1024
+    monkeypatch.setenv("FLYDEPS_INDEX_MAX_BYTES", str(limit))
+    detail = {"nodes": {f"m:helper_{i}": [f"{i:064x}", f"m.py:{i}", "function"] for i in range(120)}}  # ~10 KB
+    for place, shipped in (("runtime", False), ("shipped", True)):
+        monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / place))
+        if shipped:
+            index.mark_built()
+        for i in range(60):
+            assert index.record(f"{place}-{i:02d}", "m.launch", f"ir{i}", EnvReads(), detail)
+        path = index.index_path()
+        served = [i for i in range(60) if index.lookup(f"{place}-{i:02d}") is not None]
+        index._forget(path)
+        if shipped:
+            assert served == list(range(60)) and _live_bytes(path) > 4 * limit
+        else:
+            assert _live_bytes(path) <= limit + 16 * 1024, _live_bytes(path)  # one row over, at most
+            assert served == list(range(60 - len(served), 60)) and 4 <= len(served) < 30, served  # the newest
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("FLYDEPS_INDEX_MAX_BYTES", "1")  # smaller than any row: the row just written stays
+    assert index.record("newest", "m.launch", "ir", EnvReads(), detail)
+    assert index.lookup("newest") is not None and index.lookup("runtime-59") is None
+    index._forget(index.index_path())
+    monkeypatch.setenv("FLYDEPS_INDEX_MAX_BYTES", "256MB")
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "runtime"))
+    with pytest.raises(SettingError, match="FLYDEPS_INDEX_MAX_BYTES"):
+        index.record("bad", "m.launch", "ir", EnvReads(), detail)
