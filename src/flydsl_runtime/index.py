@@ -585,7 +585,10 @@ def record(
             conn = _connect(path)
             conn.execute(f"{verb} INTO specializations VALUES (?, ?, ?, ?, ?, ?, ?)", row)
             if _path_override is None:  # a runtime process's own cache (not an AOT build's parent)
-                _trim(conn, path)
+                try:
+                    _trim(conn, path)
+                except sqlite3.Error as error:  # the row is written; trimming waits for the next one
+                    log.warning("flydsl_runtime: persistent index %s not trimmed: %s", path, error)
             return True
         except sqlite3.Error as error:
             if attempt == 1 and _is_corruption(error):
