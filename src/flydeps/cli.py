@@ -438,15 +438,13 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps([dataclasses.asdict(r) for r in rows], indent=2) + "\n")
     else:
+        from .static.report import _plural
+
         launchers = len({r.launcher for r in rows})
-        head = f"{args.dir}: {_count(len(rows), 'specialization')} of {_count(launchers, 'launcher')}"
+        head = f"{args.dir}: {_plural(len(rows), 'specialization')} of {_plural(launchers, 'launcher')}"
         head += f", {missing} without their artifact" if missing else ""
         sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
     return EXIT_PROBLEMS if missing else EXIT_OK
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:
