@@ -28,6 +28,13 @@ and, when the build listed the environment, the set of names it saw.
 * :func:`note` adds a finished build's reads to the active recordings of the thread: a
   consumer that serves a cached result from inside another build (a ``cached_factory`` hit
   inside a trace) calls it so the outer build depends on what the inner one read.
+* :func:`derive` registers a *derived read*: a value computed from the environment (and
+  from what stays fixed for the process), which a build depends on by its result, not by
+  the variables its computation happens to read. FlyDSL's ``get_rocm_arch()`` reads
+  ``FLYDSL_GPU_ARCH``, ``HSA_OVERRIDE_GFX_VERSION``, or runs ``rocm_agent_enumerator``
+  found through ``PATH``: keyed by those, a build would hold only where ``PATH`` is the same.
+  Its name starts with ``=``, which no environment variable's can; :meth:`EnvReads.holds`
+  and :func:`current` compute it again (memoized on :func:`version`).
 
 :func:`version` is the environment's modification counter for memos on hot paths: two
 equal answers (never ``None``) mean ``os.environ`` was not modified in between. It is the
@@ -51,7 +58,19 @@ from dataclasses import dataclass
 
 from . import _codegen
 
-__all__ = ["EMPTY", "EnvReads", "Recorder", "note", "paused", "recording", "version"]
+__all__ = [
+    "DERIVED",
+    "EMPTY",
+    "EnvReads",
+    "Recorder",
+    "current",
+    "derive",
+    "label",
+    "note",
+    "paused",
+    "recording",
+    "version",
+]
 
 _Environ = type(os.environ)
 _ORIGINAL_CLASS = _Environ
@@ -87,12 +106,14 @@ class EnvReads:
             type(self.listed) is frozenset and all(type(n) is str for n in self.listed)
         ):
             raise TypeError(f"EnvReads(listed=...) takes a frozenset of names or None, got {self.listed!r}")
-        keys = tuple(_raw_key(name) for name, _v in self.values)
-        raws = tuple(None if v is None else _raw_key_value(v) for _n, v in self.values)
+        plain = [(n, v) for n, v in self.values if not n.startswith(DERIVED)]
+        keys = tuple(_raw_key(name) for name, _v in plain)
+        raws = tuple(None if v is None else _raw_key_value(v) for _n, v in plain)
+        derived = tuple((_evaluator(n), v) for n, v in self.values if n.startswith(DERIVED))
         listed = None if self.listed is None else frozenset(_raw_key(n) for n in self.listed)
         object.__setattr__(self, "_listed_raw", listed)
         object.__setattr__(
-            self, "holds", _compile_holds(keys, raws, listed) if type(_DATA) is dict else self._holds_slow
+            self, "holds", _compile_holds(keys, raws, listed, derived) if type(_DATA) is dict else self._holds_slow
         )
 
     def __bool__(self) -> bool:
@@ -108,14 +129,14 @@ class EnvReads:
         return self._holds_slow()
 
     def _holds_slow(self) -> bool:
-        if any(os.environ.get(name) != value for name, value in self.values):
+        if any(current(name) != value for name, value in self.values):
             return False
         return self.listed is None or set(os.environ) == self.listed
 
     def changes(self) -> list[tuple[str, str | None, str | None]]:
         """``(name, value the build read, value now)`` for every read that no longer holds;
         a listing that no longer holds reports each added or removed name."""
-        out = [(n, v, os.environ.get(n)) for n, v in self.values if os.environ.get(n) != v]
+        out = [(n, v, read_now) for n, v in self.values if (read_now := current(n)) != v]
         if self.listed is not None:
             now = set(os.environ)
             out += [(n, None, os.environ.get(n)) for n in sorted(now - self.listed)]
@@ -134,14 +155,18 @@ def _always() -> bool:
     return True
 
 
-def _compile_holds(keys: tuple, raws: tuple, listed: frozenset | None) -> Callable[[], bool]:
+def _compile_holds(keys: tuple, raws: tuple, listed: frozenset | None, derived: tuple = ()) -> Callable[[], bool]:
     """``holds`` for one set of reads, unrolled: one dict ``get`` and one ``==`` per variable
-    (bytes compare by identity first), plus one keys-view comparison for a listing."""
+    (bytes compare by identity first), one call per derived read (memoized on
+    :func:`version`), plus one keys-view comparison for a listing."""
     ns: dict[str, object] = {"_get": _DATA.get, "_keys": _DATA.keys, "_listed": listed}  # type: ignore[union-attr]
     terms = []
     for i, (key, raw) in enumerate(zip(keys, raws)):
         ns[f"k{i}"], ns[f"v{i}"] = key, raw
         terms.append(f"_get(k{i}) is None" if raw is None else f"_get(k{i}) == v{i}")
+    for i, (evaluate, value) in enumerate(derived):
+        ns[f"d{i}"], ns[f"w{i}"] = evaluate, value
+        terms.append(f"d{i}() == w{i}")
     if listed is not None:
         terms.append("_keys() == _listed")
     if not terms:  # no reads (EMPTY, made at import): nothing to generate
@@ -276,6 +301,73 @@ def note(reads: EnvReads) -> None:
     if reads:
         for rec in _recorders() or ():
             rec._note_reads(reads)
+
+
+# --- derived reads ---------------------------------------------------------------------
+
+DERIVED = "="  # the first character of a derived read's name: no environment variable's can be
+# A value no build read: what a derived read no consumer registered in this process reads as
+# (an environment value cannot hold NUL), so a build that depends on one never holds here.
+_UNREGISTERED = "\0derived read not registered in this process"
+# name -> (evaluate: the value now, memoized on version(); what it is, for messages)
+_derived: dict[str, tuple[Callable[[], str | None], str]] = {}
+
+
+def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[[], str | None]:
+    """Register the derived read ``name`` (``"=..."``), computed by ``compute`` and described
+    by ``what`` in messages; return ``read()``: ``compute()``'s value, noted as a read of
+    ``name`` by the recordings of the thread, while none of the variables ``compute`` reads
+    are (it runs :func:`paused`). ``compute`` may depend on nothing but the environment and
+    what stays fixed for the process: re-checks (:meth:`EnvReads.holds`, :func:`current`)
+    remember its value until :func:`version` moves."""
+    if not name.startswith(DERIVED) or len(name) < 2:
+        raise ValueError(f"a derived read's name starts with {DERIVED!r} (no variable's can), got {name!r}")
+    memo: list[tuple[object, str | None]] = [(None, None)]
+
+    def evaluate() -> str | None:
+        now = version()
+        seen, value = memo[0]
+        if now is not None and seen == now:
+            return value
+        with paused():
+            value = compute()
+        memo[0] = (now, value)
+        return value
+
+    def read() -> str | None:
+        with paused():
+            value = compute()
+        for rec in _recorders() or ():
+            rec._note(name, value)
+        return value
+
+    _derived[name] = (evaluate, what)
+    return read
+
+
+def _evaluator(name: str) -> Callable[[], str | None]:
+    found = _derived.get(name)
+    return found[0] if found is not None else _unregistered
+
+
+def _unregistered() -> str:
+    return _UNREGISTERED
+
+
+def current(name: str) -> str | None:
+    """What a build reading ``name`` would read now: the variable's value (None: unset), or
+    a derived read's value (one not registered in this process: a value no build read)."""
+    if name.startswith(DERIVED):
+        return _evaluator(name)()
+    return os.environ.get(name)
+
+
+def label(name: str) -> str:
+    """``env NAME`` for a variable; what a derived read is, for one."""
+    if name.startswith(DERIVED):
+        found = _derived.get(name)
+        return found[1] if found is not None else name[1:]
+    return f"env {name}"
 
 
 def _make_version() -> Callable[[], int | None]:

@@ -86,7 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     aot_build.add_argument("spec", metavar="SPEC", help="package.module:function or path/to/file.py:function")
     aot_build.add_argument("--arch", required=True, help="comma-separated arches, e.g. gfx942,gfx950")
     aot_build.add_argument("--out", required=True, metavar="DIR", help="the directory to build into (and reuse)")
-    aot_build.add_argument("--jobs", type=int, default=None, help="local worker processes (default: one per CPU)")
+    aot_build.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="local worker processes (default: one per usable CPU, within the affinity and a cgroup's quota, "
+        "as many as the available memory holds at 1 GiB each)",
+    )
     aot_build.add_argument(
         "--executor",
         default="local",
@@ -423,7 +429,7 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
     """``flydeps aot list DIR``: one line per specialization (or JSON); 1 when an artifact
     is missing (a runtime would trace that specialization), 2 when DIR has no readable index."""
     try:
-        from flydsl_runtime.aot import shipped
+        from flydsl_runtime.aot import shipped, toolchain_here
         from flydsl_runtime.index import IndexReadError
     except ImportError as exc:
         raise _UsageError(f"flydeps aot list needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
@@ -443,6 +449,10 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
         launchers = len({r.launcher for r in rows})
         head = f"{args.dir}: {_plural(len(rows), 'specialization')} of {_plural(launchers, 'launcher')}"
         head += f", {missing} without their artifact" if missing else ""
+        elsewhere = sum(r.other_toolchain for r in rows)
+        if elsewhere:  # this process's toolchain is not the build's: say which one it is
+            head += f": {elsewhere} of them have it for another FlyDSL toolchain than this process's"
+            head += f" ({toolchain_here()})"
         sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
     return EXIT_PROBLEMS if missing else EXIT_OK
 

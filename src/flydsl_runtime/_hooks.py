@@ -18,9 +18,14 @@ Contract
   trace). The backends' ``detect_target`` and ``compile_backend_name`` run
   :func:`~flydeps._environ.paused`: their result, the resolved target, is keyed by the
   launcher (:mod:`flydsl_runtime.target`), so ``ARCH=gfx942`` and detection of gfx942 still
-  share entries, while the same variables read by anything else during the trace (FlyDSL's
-  ``get_rocm_arch()`` in ``s_waitcnt`` / buffer ops, a kernel's ``os.environ.get``) are
-  recorded.
+  share entries, while the same variables read by anything else during the trace (a
+  kernel's ``os.environ.get``) are recorded. FlyDSL's ``get_rocm_arch()`` (what ``s_waitcnt``
+  and buffer ops encode for; it ignores ``ARCH``) is a derived read
+  (:func:`flydeps._environ.derive`, :data:`ROCM_ARCH`): a trace depends on the arch it
+  answered, not on ``FLYDSL_GPU_ARCH``, ``HSA_OVERRIDE_GFX_VERSION`` or the ``PATH`` its
+  hardware detection runs ``rocm_agent_enumerator`` through, so a row holds on every
+  machine where it answers the same. It is replaced in ``flydsl.runtime.device`` (which
+  modules importing it later take) and in every ``flydsl`` module that imported it before.
 * AST rewrites: FlyDSL's ``ASTRewriter.transform`` re-parses a decorated function and replaces
   its ``__code__`` in place (or returns a rebuilt function). The patched ``transform`` reports
   each rewrite with ``flydeps.note_code_rewrite(func, original_code)`` so the function digests
@@ -33,6 +38,7 @@ Contract
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import FunctionType
@@ -44,10 +50,13 @@ from flydsl.compiler.jit_function import JitFunction
 from flydsl.compiler.kernel_function import KernelFunction
 
 from flydeps import note_code_rewrite, register_unwrapper
-from flydeps._environ import EMPTY, EnvReads, paused, recording
+from flydeps._environ import EMPTY, EnvReads, derive, paused, recording
 from flydeps.discover import Unwrapper
 
-__all__ = ["ensure_hooks", "take_trace_env_reads"]
+__all__ = ["ROCM_ARCH", "ensure_hooks", "take_trace_env_reads"]
+
+# The derived read of FlyDSL's get_rocm_arch() (see the module docstring).
+ROCM_ARCH = "=get_rocm_arch()"
 
 _installed = False
 _last_trace = threading.local()
@@ -149,9 +158,35 @@ def _remembering_toolchain_key(compute: Callable[[], str]) -> Callable[[], str]:
     return remembered_flydsl_key
 
 
+def _keyed_rocm_arch(original: Callable[[], str]) -> Callable[[], str]:
+    """FlyDSL's ``get_rocm_arch``, its answer a derived read of the trace that asks it."""
+    read = derive(ROCM_ARCH, original, "FlyDSL's get_rocm_arch()")
+
+    @functools.wraps(original)
+    def get_rocm_arch() -> str:
+        return cast(str, read())
+
+    get_rocm_arch.__flydeps_original__ = original  # type: ignore[attr-defined]
+    return get_rocm_arch
+
+
+def _key_rocm_arch_by_result() -> None:
+    from flydsl.runtime import device
+
+    original = device.get_rocm_arch
+    if hasattr(original, "__flydeps_original__"):
+        return
+    keyed = _keyed_rocm_arch(original)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("flydsl."):  # its namespace read directly: a module's __getattr__ never runs
+            namespace = getattr(module, "__dict__", None)
+            if type(namespace) is dict and namespace.get("get_rocm_arch") is original:
+                namespace["get_rocm_arch"] = keyed
+
+
 def ensure_hooks() -> None:
     """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace``,
-    target resolution and the toolchain key (once per process)."""
+    target resolution, ``get_rocm_arch`` and the toolchain key (once per process)."""
     global _installed
     if _installed:
         return
@@ -167,6 +202,7 @@ def ensure_hooks() -> None:
     if not hasattr(JitFunction._trace, "__flydeps_original__"):
         JitFunction._trace = _recording_trace(JitFunction._trace)  # type: ignore[method-assign]
     _pause_target_resolution()
+    _key_rocm_arch_by_result()
     if not hasattr(jit_function._flydsl_key, "__flydeps_original__"):
         jit_function._flydsl_key = _remembering_toolchain_key(jit_function._flydsl_key)  # type: ignore[assignment]
     _installed = True

@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from flydeps import settings
+from flydeps import _environ, settings
+from flydeps._environ import DERIVED
 from flydeps.errors import FlydepsError
 
 __all__ = ["AotMissError", "Shipped", "differences", "probing", "shipped", "strict"]
@@ -194,10 +195,10 @@ def differences(
             reasons.append(f"env {name}: {old_env.get(name, '')!r} -> {new_env.get(name, '')!r}")
     environ = live if live is not None else {}
     for name, value in shipped_reads:
-        current = environ.get(name)
-        if current != value:
-            shown = ("<unset>" if v is None else repr(v) for v in (value, current))
-            reasons.append("env {} (read by the shipped trace): {} -> {}".format(name, *shown))
+        read_now = _environ.current(name) if name.startswith(DERIVED) else environ.get(name)
+        if read_now != value:
+            shown = ("<unset>" if v is None else repr(v) for v in (value, read_now))
+            reasons.append("{} (read by the shipped trace): {} -> {}".format(_environ.label(name), *shown))
     if shipped.get("hints") != now.get("hints"):
         reasons.append(f"compile hints {_text(shipped.get('hints'))} -> {_text(now.get('hints'))}")
     attributes = _state_reasons(shipped.get("self_state"), now.get("self_state"))
@@ -225,6 +226,9 @@ class Shipped:
     created: float
     ir_key: str
     artifact: bool | None  # FlyDSL's artifact is in the directory (None: not checked)
+    # Not there for this process's FlyDSL toolchain, but for another one that traced into the
+    # directory (its ROCm device bitcode or FlyDSL install differ from this process's).
+    other_toolchain: bool = False
 
     def line(self) -> str:
         args = ", ".join(f"{name}={text}" for name, text in self.args)
@@ -232,12 +236,20 @@ class Shipped:
         if self.env:
             parts.append("env " + " ".join(f"{k}={v!r}" for k, v in self.env))
         if self.reads:
-            parts.append("reads " + " ".join(f"{k}={'<unset>' if v is None else repr(v)}" for k, v in self.reads))
+            shown = (f"{k.removeprefix(DERIVED)}={'<unset>' if v is None else repr(v)}" for k, v in self.reads)
+            parts.append("reads " + " ".join(shown))
         versions = dict(zip(("FlyDSL", "flydeps", "Python"), self.versions))
         parts.append(" ".join(f"{k} {v}" for k, v in versions.items()))
         parts.append(f"built {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.created))}")
-        if self.artifact is not None:
-            parts.append("artifact ok" if self.artifact else "artifact MISSING (a runtime would trace this one)")
+        if self.artifact:
+            parts.append("artifact ok")
+        elif self.other_toolchain:
+            parts.append(
+                "artifact there for another FlyDSL toolchain only (a runtime with this process's ROCM_PATH and "
+                "FlyDSL would trace this one)"
+            )
+        elif self.artifact is not None:
+            parts.append("artifact MISSING (a runtime would trace this one)")
         return ", ".join(parts)
 
 
@@ -259,9 +271,11 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
     rows = index.read_rows(Path(directory) / index.INDEX_NAME)
     present: set[str] | None = None
     toolchain = ""
+    others: list[str] = []
     if check_artifacts:
         toolchain = index._compute_toolchain_key()  # FlyDSL's own, not remembered in any index: no write
         present = {p.stem for p in (Path(directory) / "flydsl").glob("*/*.pkl")}
+        others = [k for k in index.read_toolchain_keys(Path(directory) / index.INDEX_NAME) if k != toolchain]
     out = []
     for _key, reads_text, launcher, ir_key, created, _python, detail_text in rows:
         try:
@@ -275,6 +289,7 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
         args = args if isinstance(args, dict) else {}
         env = env if isinstance(env, dict) else {}
         artifact = index.disk_key_with(toolchain, ir_key) in present if present is not None else None
+        elsewhere = artifact is False and any(index.disk_key_with(k, ir_key) in present for k in others)  # type: ignore[operator]
         out.append(
             Shipped(
                 launcher,
@@ -286,9 +301,21 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
                 created,
                 ir_key,
                 artifact,
+                elsewhere,
             )
         )
     return sorted(out, key=lambda s: (s.launcher, -s.created))
+
+
+def toolchain_here() -> str:
+    """Where this process's FlyDSL finds its ROCm toolchain, for a listing whose artifacts
+    are there for another one: ``ROCm root /opt/rocm; ROCM_PATH is not set``."""
+    import os
+
+    from . import index
+
+    given = os.environ.get("ROCM_PATH")
+    return f"ROCm root {index.rocm_root()}; {f'ROCM_PATH={given}' if given else 'ROCM_PATH is not set'}"
 
 
 _probe = threading.local()

@@ -145,6 +145,9 @@ class Summary:
     out: Path
     outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
     pruned: Pruned | None = None
+    # Why the local pool had fewer workers than usable CPUs when --jobs was not given ("": it
+    # had one per CPU, or --jobs chose, or Dask ran the build).
+    workers: str = ""
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -161,6 +164,7 @@ class Summary:
             f"{self.count('failed')} failed (of {len(self.outcomes)}{also})"
         )
         tail = [self.pruned.line()] if self.pruned is not None else []
+        tail += [self.workers] if self.workers else []
         return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed), *tail]
 
 
@@ -277,8 +281,10 @@ def _items(spec: str) -> list[tuple[Any, tuple, dict]]:
 
 def _label(launcher: Any, args: tuple, kwargs: dict) -> str:
     from .explain import short
+    from .jit import launcher_of
 
-    name = getattr(launcher, "_name", None) or getattr(launcher, "__qualname__", type(launcher).__name__)
+    named = launcher_of(launcher) or launcher  # a launcher bound to an instance: the launcher's name
+    name = getattr(named, "_name", None) or getattr(named, "__qualname__", type(named).__name__)
     shown = [short(type(a)) if hasattr(a, "dtype") else short(a) for a in args]
     shown += [f"{k}={short(v)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(shown)})"
@@ -288,6 +294,12 @@ def _label(launcher: Any, args: tuple, kwargs: dict) -> str:
 
 _worker_items: dict[str, list[tuple[Any, tuple, dict]]] = {}
 _traces = [0]
+
+
+def _linker_problem() -> str | None:
+    from . import index
+
+    return index.linker_problem()
 
 
 def _worker_init(out: str) -> None:
@@ -337,7 +349,10 @@ def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> O
     as :class:`_Unbuilt` instead of being built."""
     for name in _ARCH_SELECTORS:
         os.environ.pop(name, None)
-    os.environ["ARCH"] = arch
+    # ARCH picks the target; FLYDSL_GPU_ARCH is what FlyDSL's get_rocm_arch() answers (buffer
+    # ops and s_waitcnt encode for it, and without it a host without that GPU answers its own
+    # or gfx942): the arch a runtime on that GPU detects, so the row holds there.
+    os.environ["ARCH"] = os.environ["FLYDSL_GPU_ARCH"] = arch
     items = _worker_items.get(spec)
     if items is None:
         items = _worker_items[spec] = _items(spec)
@@ -462,6 +477,42 @@ def _unserved(traced: int, uses: Uses, memory_hit: bool, result: object) -> str 
 
 # --- the parent ------------------------------------------------------------------------
 
+# What one local worker is budgeted when the pool is sized by memory: measured here, a worker
+# holds ~0.3 GB once it imported torch and FlyDSL and ~0.4 GB after compiling the example
+# kernels (the child it forks to trace adds its own); LLVM takes more for a large kernel.
+WORKER_BYTES = 1 << 30
+
+
+def local_workers(tasks: int) -> tuple[int, str]:
+    """The local pool's size when ``--jobs`` is not given, and, when memory made it smaller
+    than the CPUs, the summary's line saying so ("" otherwise).
+
+    One worker per CPU this process may run on: its affinity and a cgroup's CPU quota, as
+    ``dask.system.cpu_count`` reads them (a container given 4 CPUs of a 128-core host gets 4,
+    where ``os.cpu_count()``, what a process pool takes by default, says 128); no more than
+    the memory available holds at :data:`WORKER_BYTES` each (``psutil``'s available memory,
+    within ``distributed.system.memory_limit()``: a cgroup's limit, ``RLIMIT_RSS``); never
+    more than there are tasks, nor fewer than one. Without Dask installed: the CPUs of the
+    affinity, no memory bound."""
+    try:
+        import psutil
+        from dask.system import cpu_count
+        from distributed.system import memory_limit
+    except ImportError:
+        affinity = getattr(os, "sched_getaffinity", None)
+        cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        return max(1, min(cpus, tasks)), ""
+    cpus = cpu_count()
+    available = min(psutil.virtual_memory().available, memory_limit())
+    fits = max(1, available // WORKER_BYTES)
+    workers = max(1, min(cpus, fits, tasks))
+    if fits >= min(cpus, tasks):
+        return workers, ""
+    return workers, (
+        f"workers: {workers} local, not one per usable CPU ({cpus}): {available / 2**30:.1f} GiB of memory "
+        f"available, {WORKER_BYTES / 2**30:.0f} GiB budgeted per worker; --jobs N to choose"
+    )
+
 
 @contextmanager
 def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
@@ -498,6 +549,10 @@ def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
                 "process, so start workers with --nthreads 1 (LocalCluster(threads_per_worker=1))"
             )
         client.run(_worker_init, str(out))
+        unable = {addr: why for addr, why in client.run(_linker_problem).items() if why is not None}
+        if unable:
+            addr, why = sorted(unable.items())[0]
+            raise ValueError(f"aot build: {len(unable)} Dask worker(s) cannot link a kernel, e.g. {addr}: {why}")
         yield client.get_executor(pure=False)
     finally:
         client.close()
@@ -523,19 +578,24 @@ def build(
     if out.exists() and not out.is_dir():
         raise ValueError(f"aot build: --out {out} is not a directory; name a directory to build into (made if missing)")
     count = len(_items(spec))  # the spec must load and enumerate here, before any work starts
+    tasks = [(position, arch) for arch in arches for position in range(count)]
+    from . import index, sqlitefile
+
+    if executor == "local" and tasks:
+        problem = index.linker_problem()  # else every specialization fails alike, each with MLIR's bare words
+        if problem is not None:
+            raise ValueError(f"aot build: {problem}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(
             f"aot build: --out {out}: cannot make the directory ({exc.strerror or exc}); name one you can write"
         ) from None
-    tasks = [(position, arch) for arch in arches for position in range(count)]
     from tqdm import tqdm
 
     # No monitor thread: it would outlive the build in the caller's process (a library
     # caller, a test run), where another thread changes how processes may be forked.
     tqdm.monitor_interval = 0
-    from . import index, sqlitefile
 
     # Rows written while workers read the index: only where SQLite's locks hold, a local
     # pool on a local file system. Workers on other hosts (Dask), or DIR on a network file
@@ -544,6 +604,10 @@ def build(
     with index.at(out):
         index.mark_built()  # a shipped directory: runtime processes writing there never trim it
     outcomes: list[Outcome] = []
+    workers = ""
+    if executor == "local" and jobs is None:
+        jobs, workers = local_workers(len(tasks))
+        log.info("aot build: %d local worker(s)", jobs)
     try:
         with _pool(executor, jobs, out) as pool:
             bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
@@ -556,11 +620,16 @@ def build(
         raise BuildInterrupted(out, kept) from None
     if not as_they_end:
         _write_rows(out, [row for o in outcomes for row in o.rows])
+    with index.at(out):
+        # This process's FlyDSL toolchain key, remembered in OUT's index (workers write no
+        # index): `aot list` in a process with another toolchain tells OUT's artifacts are
+        # there for this one, and a runtime on this machine reads the key instead of hashing.
+        index.remember_toolchain()
 
     pruned = _prune(out, outcomes) if prune else None
     with index.at(out):
         index.compact(vacuum=pruned is not None and pruned.rows > 0)
-    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned)
+    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned, workers)
 
 
 def _run(
@@ -623,10 +692,9 @@ def _run(
                 if out is not None:
                     _write_rows(out, outcome.rows)
                 outcomes.append(outcome)
-                bar.update(1)
-        bar.set_postfix(
-            built=sum(o.status == "built" for o in outcomes), failed=sum(o.status == "failed" for o in outcomes)
-        )
+                built = sum(o.status == "built" for o in outcomes)
+                bar.set_postfix(built=built, failed=sum(o.status == "failed" for o in outcomes), refresh=False)
+                bar.update(1)  # shows the counts with the item they count
 
 
 def _same_as(item: _Unbuilt, built: Outcome) -> Outcome:

@@ -73,7 +73,7 @@ from typing import Any
 from blake3 import blake3
 
 from flydeps import settings
-from flydeps._environ import EnvReads
+from flydeps._environ import EnvReads, current
 from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
 from flydeps.graph import Node, NodeKind
@@ -455,7 +455,7 @@ def lookup(key: str) -> Row | None:
             reads = parse_reads(reads_text)
         except (ValueError, TypeError):
             continue  # a row this version cannot read: never applies
-        if all(os.environ.get(name) == value for name, value in reads):
+        if all(current(name) == value for name, value in reads):  # a derived read by its value now
             if _uses is not None:
                 _uses.rows.append((key, reads_text))
             return Row(key, reads, launcher, ir_key)
@@ -678,6 +678,19 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
     return [(str(k), str(r), str(n), str(i), float(c), str(py), str(d)) for k, r, n, i, c, py, d in rows]
 
 
+def read_toolchain_keys(path: Path) -> list[str]:
+    """The FlyDSL toolchain keys the index file ``path`` remembers (those of the processes
+    that traced into it: an AOT build's workers), opened read-only; [] when it cannot say."""
+    try:
+        conn = sqlitefile.open_read_only(path)
+        try:
+            return [str(k) for (k,) in conn.execute("SELECT DISTINCT flydsl_key FROM toolchains").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
+
+
 def compact(*, vacuum: bool = False) -> None:
     """Make the index file (at :func:`index_path`) one self-contained file to ship: with
     ``vacuum`` the pages deleted rows left given back, and in rollback-journal mode (as an
@@ -746,6 +759,26 @@ def rocm_root() -> str:
 
     ref = function()
     return ctypes.string_at(ref.data, ref.length).decode("utf-8", "surrogateescape") if ref.data else ""
+
+
+def linker_problem() -> str | None:
+    """Why FlyDSL cannot link a kernel in this process, or None when it can: its ROCm backend
+    links each kernel with ``ld.lld`` under its ROCm root (``<root>/llvm/bin/ld.lld``, never
+    one found on ``PATH``), and where that file is missing every compile fails with MLIR's
+    bare "lld invocation failed"."""
+    from flydsl.compiler.backends import get_backend
+
+    if get_backend().target.backend != "rocm":
+        return None
+    linker = os.path.join(rocm_root(), "llvm", "bin", "ld.lld")
+    if os.access(linker, os.X_OK):
+        return None
+    given = os.environ.get("ROCM_PATH")
+    source = f"ROCM_PATH={given}" if given else "ROCM_PATH is not set"
+    return (
+        f"FlyDSL links each kernel with {linker}, which is missing or not executable ({source}): set "
+        "ROCM_PATH to a ROCm root holding llvm/bin/ld.lld and amdgcn/bitcode"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -904,6 +937,20 @@ def toolchain_key() -> str:
             pass
     _toolchain_memo[place] = key
     return key
+
+
+def remember_toolchain() -> None:
+    """Write this process's toolchain key (:func:`toolchain_key`) into the index at
+    :func:`index_path` (an AOT build's OUT, whose workers write no index), keyed by the
+    digest of its files as :func:`toolchain_key` reads it back. A failure costs only that."""
+    place = _toolchain_place()
+    files = _toolchain_files(place) if place is not None else None
+    if files is None:
+        return
+    try:
+        _connect(index_path()).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, toolchain_key()))
+    except (sqlite3.Error, OSError) as error:
+        log.debug("flydsl_runtime: toolchain key not remembered in %s: %s", index_path(), error)
 
 
 def _toolchain_stores() -> tuple[Path, ...]:

@@ -670,6 +670,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             try:
                 compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
+            except Exception as error:
+                _note_linker(error)
+                raise
             finally:  # a trace that failed after writing a memo wrote it all the same
                 build.finish(start)
             ir_key = self._jf._last_compiled[0]
@@ -811,6 +814,15 @@ class _Persistent(NamedTuple):
         if self.self_fp is None:
             return None
         return {name: [digest, summary] for name, (digest, summary, _i) in _instance_state(self.instance).items()}
+
+
+def _note_linker(error: Exception) -> None:
+    """MLIR's "lld invocation failed" says nothing of why: a note on the error names the
+    linker FlyDSL looked for and the ROCM_PATH it followed, when that file is missing."""
+    if "lld invocation failed" in str(error):
+        problem = index.linker_problem()
+        if problem is not None and hasattr(error, "add_note"):  # Python >= 3.11
+            error.add_note(f"flydsl_runtime: {problem}")
 
 
 def _instance_state(obj: object) -> dict[str, tuple[str, str, bool]]:

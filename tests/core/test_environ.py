@@ -152,3 +152,51 @@ def test_empty_reads_and_value_semantics() -> None:
 def test_bad_reads_name_the_argument(bad: dict) -> None:
     with pytest.raises(TypeError, match=r"EnvReads\((values|listed)=\.\.\.\)"):
         EnvReads(**bad)
+
+
+def test_a_derived_read_is_recorded_by_its_answer_not_by_what_it_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value computed from the environment (FlyDSL's get_rocm_arch(): an override variable,
+    else a hardware query through PATH) is a read of its answer: the variables its
+    computation reads are not recorded, holds() and current() compute it again, and another
+    way of giving the same answer still holds. Reads made beside it are recorded as usual."""
+    calls = []
+
+    def arch() -> str | None:
+        calls.append(1)
+        os.environ.get("PATH")  # what a hardware query reads: never recorded
+        return os.environ.get("FDT_A") or "gfx942"
+
+    read = _environ.derive("=fdt_arch()", arch, "the test's arch")
+    with recording() as rec:
+        assert read() == "gfx942"
+        assert os.environ.get("FDT_B") is None
+    reads = rec.reads()
+    assert reads.values == (("=fdt_arch()", "gfx942"), ("FDT_B", None))
+    assert reads.holds() and _environ.current("=fdt_arch()") == "gfx942"
+    monkeypatch.setenv("PATH", "/elsewhere")
+    assert reads.holds()  # another PATH: the same answer
+    monkeypatch.setenv("FDT_A", "gfx942")
+    assert reads.holds()  # the same arch, named by the variable
+    monkeypatch.setenv("FDT_A", "gfx1100")
+    assert not reads.holds() and reads.changes() == [("=fdt_arch()", "gfx942", "gfx1100")]
+    assert _environ.label("=fdt_arch()") == "the test's arch" and _environ.label("FDT_B") == "env FDT_B"
+    monkeypatch.delenv("FDT_A")
+    before = len(calls)
+    assert reads.holds() and reads.holds()
+    # remembered while the environment does not change (where its version can be read)
+    assert len(calls) == before + (1 if _environ.version() is not None else 2)
+
+
+def test_a_derived_read_no_consumer_registered_never_holds() -> None:
+    """A row read in a process where nothing registered its derived read (another version):
+    it never holds there, and the name is shown without its mark."""
+    reads = EnvReads((("=nobody_registers_this()", "x"),))
+    assert not reads.holds() and not reads._holds_slow()
+    assert _environ.current("=nobody_registers_this()") not in ("x", None)
+    assert _environ.label("=nobody_registers_this()") == "nobody_registers_this()"
+
+
+@pytest.mark.parametrize("name", ["FDT_A", "=", ""])
+def test_a_derived_read_is_named_with_the_mark_no_variable_has(name: str) -> None:
+    with pytest.raises(ValueError, match="starts with '='"):
+        _environ.derive(name, lambda: "x", "bad")

@@ -6,8 +6,9 @@ launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool, ...}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry,
-whether the entry came from the persistent index, and whether the call imported FlyDSL's
-ROCDL binding module (``call_imported_rocdl_binding``); when the call raises,
+whether the entry came from the persistent index, whether the call imported FlyDSL's
+ROCDL binding module (``call_imported_rocdl_binding``) and what FlyDSL's ``get_rocm_arch()``
+answers (``rocm_arch``); when the call raises,
 ``{"error": type name, "message": ...}`` instead. ``--fresh-ir`` adds ``fresh_ir``: FlyDSL's
 IR key from a fresh trace of the same call, made after it (the oracle). ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
@@ -27,7 +28,7 @@ import time
 from typing import Any
 
 # Launchers of (tensor, tensor, n); the others take (tensor, tensor, tensor, n).
-THREE_ARGUMENTS = ("partial_sum", "logged_copy", "counted_copy")
+THREE_ARGUMENTS = ("partial_sum", "logged_copy", "counted_copy", "wait_launch", "env_launch")
 
 
 def main() -> int:
@@ -83,6 +84,9 @@ def main() -> int:
     loaded = any("loaded from the persistent index" in n for n in notes)
     result = {"traces": len(traced), "ir_key": entry.ir_key, "loaded": loaded, "notes": notes}
     result["call_imported_rocdl_binding"] = binding in sys.modules and not binding_before
+    from flydsl.runtime.device import get_rocm_arch
+
+    result["rocm_arch"] = get_rocm_arch()  # what FlyDSL's arch queries answer in this process
     if "--fresh-ir" in sys.argv:  # the oracle: FlyDSL's IR key from a fresh trace of the same call
         jf = owner.jit_function
         call = (tensors[0], tensors[1], 256) if launcher in THREE_ARGUMENTS else (*tensors, 1024)

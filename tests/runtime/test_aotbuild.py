@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,13 @@ def dies():
     yield (lambda: __import__("os")._exit(3)), ()  # kills the worker itself (its probe makes the call)
 
 
+def arch_queries():
+    from {package} import trace_inputs
+
+    a, c = torch.zeros(N), torch.zeros(N)
+    yield trace_inputs.wait_launch, (a, c, N)  # s_waitcnt: encoded for FlyDSL's get_rocm_arch()
+
+
 def not_pairs():
     yield vadd.vadd
 
@@ -152,6 +160,9 @@ def test_items_giving_one_specialization_build_it_once(project: Path) -> None:
             assert sorted(o.same_as for o in mine if o.status == "reused") == [built.label, built.label]
     assert len(_rows(out)) == 8 and len(list((out / "flydsl").rglob("*.pkl"))) == 8
     package = next(project.glob("fdkaot_*")).name
+    # A bound launcher's item is named by the launcher, not by the partial that binds it.
+    assert first.outcomes[2].position == 1  # sorted by (position, arch)
+    assert first.outcomes[2].label == f"{package}.bound.Quant.launch(Tensor, Tensor, Tensor, 256)"
     calls = f"from {package} import bound\n" + "".join(
         f"x = [torch.zeros({n}) for _ in range(3)]; vadd.vadd(*x, {n}); bound.QUANT.launch(*x, {n})\n"
         for n in (256, 1024, 4096)
@@ -225,6 +236,31 @@ def test_a_shipped_directory_serves_a_strict_process(project: Path) -> None:
     assert len(_rows(out)) == len(shipped_rows) + 1 and shipped_rows < _rows(out)
 
 
+def test_a_kernel_asking_flydsl_for_the_arch_is_served_on_that_arch_whatever_the_path(project: Path) -> None:
+    """FlyDSL's s_waitcnt and buffer ops encode for its get_rocm_arch() (FLYDSL_GPU_ARCH,
+    HSA_OVERRIDE_GFX_VERSION or the detected GPU), not ARCH. Each arch is built with
+    get_rocm_arch() answering that arch, as a runtime on that GPU detects it, and the row
+    depends on that answer, not on the build host's PATH (which its detection ran
+    rocm_agent_enumerator through): a strict process on each arch, with another PATH, is
+    served. The oracle: FLYDEPS_VERIFY=1 traces and compares with the shipped row's IR."""
+    out = project / "out"
+    built = build(f"{project / 'spec.py'}:arch_queries", ["gfx942", "gfx950"], out, jobs=2, progress=False)
+    assert built.count("built") == 2, built.lines()
+    call = "trace_inputs.wait_launch(a, c, 1024)"
+    other_path = os.pathsep.join(["/usr/bin", "/bin"])
+    for arch in ("gfx942", "gfx950"):  # FLYDSL_GPU_ARCH: what a machine with that GPU answers
+        assert _strict_traces(project, out, call, ARCH=arch, FLYDSL_GPU_ARCH=arch, PATH=other_path) == "0", arch
+        verified = _strict_traces(
+            project, out, call, strict=False, FLYDEPS_VERIFY="1", ARCH=arch, FLYDSL_GPU_ARCH=arch, PATH=other_path
+        )
+        assert verified == "1", arch
+    # gfx942 without FLYDSL_GPU_ARCH: what a CPU-only host's detection answers (FlyDSL's fallback)
+    assert _strict_traces(project, out, call, PATH=other_path) == "0"
+    wrong = f"try:\n    {call}\nexcept Exception as exc:\n    print(exc)"
+    refused = _strict_traces(project, out, wrong, ARCH="gfx950", FLYDSL_GPU_ARCH="gfx1100")
+    assert "FlyDSL's get_rocm_arch() (read by the shipped trace): 'gfx950' -> 'gfx1100'" in refused
+
+
 def test_each_specialization_is_built_in_the_state_a_new_process_has(project: Path) -> None:
     """One worker (jobs=1) builds two specializations; the second's trace reads a registry
     the first's trace appended to. Each is keyed and traced in a fork of the worker (the
@@ -256,7 +292,7 @@ def _strict_traces(project: Path, out: Path, calls: str, *, strict: bool = True,
         "calls = []\n"
         "real = JitFunction._trace\n"
         "JitFunction._trace = lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1]\n"
-        f"from {package} import vadd, reduce, registry\n"
+        f"from {package} import vadd, reduce, registry, trace_inputs\n"
         "a, c = torch.zeros(1024), torch.zeros(1024)\n"
         f"{calls}\n"
         "print(len(calls))\n"
@@ -379,6 +415,20 @@ def test_aot_list_names_every_shipped_specialization_and_missing_artifacts(proje
     lines = done.stdout.strip().splitlines()
     assert lines[0] == f"{out}: 8 specializations of 3 launchers, 1 without their artifact" and len(lines) == 9
     assert sum("artifact MISSING" in line for line in lines) == 1
+    assert (out / index.INDEX_NAME).read_bytes() == before
+    # Listed by a process whose FlyDSL has another toolchain (here another ROCm root, as in a
+    # shell without the build's ROCM_PATH): the artifacts are there, for the build's toolchain.
+    elsewhere = project / "other-rocm"
+    env = {**os.environ, "ROCM_PATH": str(elsewhere)}
+    other = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert other.returncode == 1, other.stderr[-2000:]
+    head, *entries = other.stdout.strip().splitlines()
+    assert head == (
+        f"{out}: 8 specializations of 3 launchers, 8 without their artifact: 7 of them have it for another "
+        f"FlyDSL toolchain than this process's (ROCm root {elsewhere}; ROCM_PATH={elsewhere})"
+    )
+    assert sum("artifact there for another FlyDSL toolchain only" in line for line in entries) == 7
+    assert sum("artifact MISSING" in line for line in entries) == 1  # the one deleted
     assert (out / index.INDEX_NAME).read_bytes() == before
     as_json = subprocess.run([*command, "--format", "json", "--no-artifacts"], capture_output=True, text=True)
     assert as_json.returncode == 0 and len(json.loads(as_json.stdout)) == 8
@@ -597,3 +647,105 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete", done.stderr[-2000:]
     names = {p.name for p in (project / "local" / "flydsl").rglob("*.pkl")}
     assert names == {p.name for p in (project / "dask" / "flydsl").rglob("*.pkl")}
+
+
+def _pool_size_in(preexec: Callable[[], object]) -> tuple[int, str]:
+    """``local_workers(10)`` in a new process started with ``preexec`` (its CPUs or limits)."""
+    code = "import json; from flydsl_runtime.aotbuild import local_workers; print(json.dumps(local_workers(10)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=preexec, check=True
+    )
+    workers, why = json.loads(done.stdout)
+    return workers, why
+
+
+def _rss_limit(limit: int) -> Callable[[], None]:
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_RSS, (limit, limit))
+
+
+def test_the_default_pool_has_the_cpus_and_memory_the_build_may_use(project: Path) -> None:
+    """Without --jobs the local pool gets one worker per CPU the process may run on (its
+    affinity), no more than its memory holds at 1 GiB each (RLIMIT_RSS is the limit
+    distributed.system.memory_limit reads, as it reads a cgroup's), nor more than there are
+    items; a build whose pool memory made smaller says so in its summary, and builds."""
+    from dask.system import cpu_count
+
+    from flydsl_runtime.aotbuild import WORKER_BYTES, local_workers
+
+    cpus = cpu_count()
+    assert local_workers(10) == (min(cpus, 10), "")  # this machine: memory holds every CPU's worker
+    assert local_workers(1) == (1, "")
+    assert _pool_size_in(lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})) == (1, "")
+    if cpus < 2:
+        pytest.skip("one usable CPU: memory cannot make the pool smaller than the CPUs")
+    workers, why = _pool_size_in(_rss_limit(WORKER_BYTES * 3 // 2))
+    assert workers == 1
+    assert why == (
+        f"workers: 1 local, not one per usable CPU ({cpus}): 1.5 GiB of memory available, "
+        "1 GiB budgeted per worker; --jobs N to choose"
+    )
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:resumed"]
+    done = subprocess.run(
+        [*command, "--arch", "gfx942", "--out", str(project / "out"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=_rss_limit(WORKER_BYTES * 3 // 2),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines() == [
+        f"aot build into {project / 'out'}: 2 built, 0 reused, 0 failed (of 2)",
+        why,
+    ]
+
+
+def test_a_rocm_root_without_its_linker_is_named_before_any_work(project: Path, rocm_root: Path) -> None:
+    """FlyDSL links each kernel with $ROCM_PATH/llvm/bin/ld.lld (not one on PATH): where it is
+    missing, `aot build` refuses at once, naming the file and ROCM_PATH (exit 2, nothing made),
+    instead of failing every specialization with MLIR's bare "lld invocation failed"; a
+    runtime call that traces gets the same words as a note on FlyDSL's error."""
+    root = project / "rocm-without-lld"
+    (root / "amdgcn").mkdir(parents=True)
+    (root / "amdgcn" / "bitcode").symlink_to(rocm_root / "amdgcn" / "bitcode")
+    env = {
+        **os.environ,
+        "ROCM_PATH": str(root),
+        "PATH": f"{rocm_root / 'llvm' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    out = project / "out"
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:resumed"]
+    done = subprocess.run(
+        [*command, "--arch", "gfx942", "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    linker = root / "llvm" / "bin" / "ld.lld"
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == (
+        f"aot build: FlyDSL links each kernel with {linker}, which is missing or not executable "
+        f"(ROCM_PATH={root}): set ROCM_PATH to a ROCm root holding llvm/bin/ld.lld and amdgcn/bitcode"
+    )
+    assert not out.exists()
+    package = next(p.name for p in project.iterdir() if p.name.startswith("fdkaot_"))
+    call = (
+        f"import torch\nfrom {package} import vadd\na, b, c = (torch.zeros(64) for _ in range(3))\n"
+        "try:\n    vadd.vadd(a, b, c, 64)\nexcept Exception as error:\n"
+        "    print(type(error).__name__, getattr(error, '__notes__', []))\n"
+    )
+    fresh = {"FLYDEPS_CACHE_DIR": str(project / "c"), "FLYDSL_RUNTIME_CACHE_DIR": str(project / "c" / "fl")}
+    ran = subprocess.run(
+        [sys.executable, "-c", call],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, **fresh, "COMPILE_ONLY": "1"},
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == (
+        f"DSLCompileError ['flydsl_runtime: FlyDSL links each kernel with {linker}, which is missing or not "
+        f"executable (ROCM_PATH={root}): set ROCM_PATH to a ROCm root holding llvm/bin/ld.lld and amdgcn/bitcode']"
+    )

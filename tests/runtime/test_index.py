@@ -127,6 +127,33 @@ def test_env_read_by_the_trace_is_part_of_the_row(repo: Repo) -> None:
     assert repo.run("vadd", "vadd")["traces"] == 0
 
 
+def test_a_trace_that_asks_flydsl_for_the_arch_holds_wherever_the_answer_is_the_same(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``s_waitcnt`` (and buffer ops) encode for FlyDSL's ``get_rocm_arch()``, which reads
+    FLYDSL_GPU_ARCH, HSA_OVERRIDE_GFX_VERSION, or runs ``rocm_agent_enumerator`` found through
+    PATH. The row depends on its answer: a process with another PATH (any other machine's) or
+    naming the same arch by a variable is served the row; one where it answers another arch
+    traces, and FlyDSL's fresh IR says a hit would have been stale."""
+    for name in ("FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    call = ("trace_inputs", "wait_launch", "--fresh-ir")
+    base = repo.run(*call)
+    assert base["traces"] == 1 and not base["loaded"] and base["ir_key"] == base["fresh_ir"]
+    ((_key, reads, _launcher, _ir),) = repo.rows()
+    names = [name for name, _value in json.loads(reads)]
+    assert "=get_rocm_arch()" in names and "PATH" not in names and "FLYDSL_GPU_ARCH" not in names
+    other_path = os.pathsep.join([str(repo.root), "/usr/bin", "/bin"])  # no rocm_agent_enumerator either way
+    for env in ({"PATH": other_path}, {"FLYDSL_GPU_ARCH": base["rocm_arch"]}):
+        served = repo.run(*call, **env)
+        assert served["loaded"] and served["traces"] == 0, env
+        assert served["ir_key"] == base["ir_key"] == served["fresh_ir"], env
+    rdna = repo.run(*call, HSA_OVERRIDE_GFX_VERSION="11.0.0")  # get_rocm_arch(): gfx1100
+    assert rdna["traces"] == 1 and not rdna["loaded"] and rdna["ir_key"] == rdna["fresh_ir"] != base["ir_key"]
+    again = repo.run(*call, HSA_OVERRIDE_GFX_VERSION="11.0.0", PATH=other_path)
+    assert again["loaded"] and again["ir_key"] == rdna["ir_key"]
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
 def test_corrupt_or_truncated_index_is_a_miss_with_one_note(repo: Repo, damage: str) -> None:
     first = repo.run()

@@ -12,6 +12,8 @@ import enum
 import logging
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -157,9 +159,10 @@ def test_target_key_is_what_flydsl_compiles_for(fdk, monkeypatch, arch, gpu, hsa
     assert entry.key[2][0][1] == compiled_for
 
 
-def test_arch_query_inside_the_trace_is_an_env_read(fdk, monkeypatch, caplog) -> None:
+def test_arch_query_inside_the_trace_is_a_read_of_its_answer(fdk, monkeypatch, caplog) -> None:
     """ARCH=gfx942 picks the target, but s_waitcnt encodes for FLYDSL_GPU_ARCH (FlyDSL's
-    get_rocm_arch()): flipping FLYDSL_GPU_ARCH keeps the target and changes the IR."""
+    get_rocm_arch()): flipping FLYDSL_GPU_ARCH keeps the target and changes the IR. The trace
+    depends on get_rocm_arch()'s answer (a derived read), not on the variables behind it."""
     mod = fdk.module("trace_inputs")
     monkeypatch.setenv("ARCH", "gfx942")
     monkeypatch.delenv("FLYDSL_GPU_ARCH", raising=False)
@@ -171,7 +174,7 @@ def test_arch_query_inside_the_trace_is_an_env_read(fdk, monkeypatch, caplog) ->
     with caplog.at_level(logging.INFO, logger="flydsl_runtime"):
         second, traced = check(mod.wait_launch, *args)
     assert traced and second != first
-    assert "env FLYDSL_GPU_ARCH (read by the trace): <unset> -> 'gfx1100'" in caplog.text
+    assert "FlyDSL's get_rocm_arch() (read by the trace): 'gfx942' -> 'gfx1100'" in caplog.text
     assert check(mod.wait_launch, *args) == (second, False)
 
 
@@ -322,3 +325,21 @@ def test_moving_a_helper_follows_debug_info(fdk, monkeypatch, caplog, debug_info
     assert (second != first) is traced  # the oracle agrees: the IR moved exactly when we retraced
     if traced:
         assert "source positions changed" in caplog.text
+
+
+def test_flydsl_modules_imported_before_flydsl_runtime_ask_the_keyed_arch_query() -> None:
+    """FlyDSL's buffer ops and s_waitcnt call the get_rocm_arch they imported by name: a
+    module imported before flydsl_runtime (a kernel file importing flydsl first) and one
+    imported after both call the keyed query, whose answer, not PATH, a trace depends on."""
+    code = (
+        "import flydsl.expr.rocdl.universal as before\n"
+        "import flydsl_runtime.flyc\n"
+        "import flydsl.expr.rocdl.utils as after\n"
+        "from flydsl.runtime import device\n"
+        "from flydsl.compiler.backends import rocm\n"
+        "keyed = device.get_rocm_arch\n"
+        "print(hasattr(keyed, '__flydeps_original__'), before.get_rocm_arch is keyed, "
+        "after.get_rocm_arch is keyed, rocm.get_rocm_arch is keyed)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.split() == ["True"] * 4
