@@ -635,6 +635,27 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
             text=True,
             timeout=600,
         )
+        # A worker whose ROCm root has no linker: the build is refused before any work,
+        # naming it, instead of each specialization it takes failing with MLIR's bare words.
+        no_lld = tmp_path / "rocm-without-lld"
+        (no_lld / "amdgcn").mkdir(parents=True)
+        procs.append(
+            subprocess.Popen(
+                [*worker[:-2], "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                env={**os.environ, "ROCM_PATH": str(no_lld)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        with Client(f"tcp://{address}", timeout=60) as client:
+            client.wait_for_workers(3, timeout=120)
+        refused = subprocess.run(
+            [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942"]
+            + ["--out", str(project / "dask2"), "--executor", f"dask://{address}", "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -647,6 +668,10 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete", done.stderr[-2000:]
     names = {p.name for p in (project / "local" / "flydsl").rglob("*.pkl")}
     assert names == {p.name for p in (project / "dask" / "flydsl").rglob("*.pkl")}
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert refused.stderr.startswith("aot build: 1 Dask worker(s) cannot link a kernel, e.g. tcp://")
+    assert f"FlyDSL links each kernel with {no_lld / 'llvm' / 'bin' / 'ld.lld'}, which is missing" in refused.stderr
+    assert not list((project / "dask2").rglob("*.pkl"))
 
 
 def _pool_size_in(preexec: Callable[[], object]) -> tuple[int, str]:
