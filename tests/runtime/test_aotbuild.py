@@ -589,6 +589,14 @@ def test_cli_summary_and_exit_codes(project: Path) -> None:
     assert failed.returncode == 1 and "1 failed" in failed.stdout
 
 
+def _dask_build(spec: str, out: Path, address: str) -> subprocess.CompletedProcess[str]:
+    """`flydeps aot build SPEC --arch gfx942 --out OUT --executor dask://ADDRESS`, run."""
+    command = [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942", "--out", str(out)]
+    return subprocess.run(
+        [*command, "--executor", f"dask://{address}", "--no-progress"], capture_output=True, text=True, timeout=600
+    )
+
+
 def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path) -> None:
     """A real local Dask cluster (a scheduler and 2 single-thread worker processes, started
     with Dask's own commands) runs `flydeps aot build --executor dask://...`; its index rows
@@ -628,13 +636,7 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
 
         with Client(f"tcp://{address}", timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
-        done = subprocess.run(
-            [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942"]
-            + ["--out", str(project / "dask"), "--executor", f"dask://{address}", "--no-progress"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = _dask_build(spec, project / "dask", address)
         # A worker whose ROCm root has no linker: the build is refused before any work,
         # naming it, instead of each specialization it takes failing with MLIR's bare words.
         no_lld = tmp_path / "rocm-without-lld"
@@ -649,13 +651,7 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
         )
         with Client(f"tcp://{address}", timeout=60) as client:
             client.wait_for_workers(3, timeout=120)
-        refused = subprocess.run(
-            [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942"]
-            + ["--out", str(project / "dask2"), "--executor", f"dask://{address}", "--no-progress"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        refused = _dask_build(spec, project / "dask2", address)
     finally:
         for proc in reversed(procs):
             proc.terminate()
