@@ -258,7 +258,9 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
 
     ``check_artifacts``: look for each row's FlyDSL artifact as a runtime with *this*
     FlyDSL would (its disk key namespaces the IR key by the current toolchain; the artifact
-    in ``directory/flydsl/<function>/``). Reads only: no row, artifact or toolchain entry is
+    in ``directory/flydsl/<function>/``); one missing for it but there for another toolchain
+    the index remembers (the build's, listed from a shell with another ``ROCM_PATH``) is
+    ``other_toolchain``. Reads only: no row, artifact or toolchain entry is
     written (SQLite may create its ``-shm``/``-wal`` side files beside the index, as any
     reader of a WAL-mode database does, and removes them when it can).
     Raises :class:`.index.IndexReadError` naming the file when there is no readable index."""
@@ -289,7 +291,9 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
         args = args if isinstance(args, dict) else {}
         env = env if isinstance(env, dict) else {}
         artifact = index.disk_key_with(toolchain, ir_key) in present if present is not None else None
-        elsewhere = artifact is False and any(index.disk_key_with(k, ir_key) in present for k in others)  # type: ignore[operator]
+        elsewhere = (
+            present is not None and not artifact and any(index.disk_key_with(k, ir_key) in present for k in others)
+        )
         out.append(
             Shipped(
                 launcher,
