@@ -314,12 +314,9 @@ def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
 def toolchain_here() -> str:
     """Where this process's FlyDSL finds its ROCm toolchain, for a listing whose artifacts
     are there for another one: ``ROCm root /opt/rocm; ROCM_PATH is not set``."""
-    import os
-
     from . import index
 
-    given = os.environ.get("ROCM_PATH")
-    return f"ROCm root {index.rocm_root()}; {f'ROCM_PATH={given}' if given else 'ROCM_PATH is not set'}"
+    return f"ROCm root {index.rocm_root()}; {index.rocm_path_setting()}"
 
 
 _probe = threading.local()

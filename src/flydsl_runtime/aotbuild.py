@@ -492,16 +492,12 @@ def local_workers(tasks: int) -> tuple[int, str]:
     where ``os.cpu_count()``, what a process pool takes by default, says 128); no more than
     the memory available holds at :data:`WORKER_BYTES` each (``psutil``'s available memory,
     within ``distributed.system.memory_limit()``: a cgroup's limit, ``RLIMIT_RSS``); never
-    more than there are tasks, nor fewer than one. Without Dask installed: the CPUs of the
-    affinity, no memory bound."""
-    try:
-        import psutil
-        from dask.system import cpu_count
-        from distributed.system import memory_limit
-    except ImportError:
-        affinity = getattr(os, "sched_getaffinity", None)
-        cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-        return max(1, min(cpus, tasks)), ""
+    more than there are tasks, nor fewer than one (Dask and psutil come with the ``flydsl``
+    extra, as FlyDSL and tqdm do)."""
+    import psutil
+    from dask.system import cpu_count
+    from distributed.system import memory_limit
+
     cpus = cpu_count()
     available = min(psutil.virtual_memory().available, memory_limit())
     fits = max(1, available // WORKER_BYTES)

@@ -761,6 +761,12 @@ def rocm_root() -> str:
     return ctypes.string_at(ref.data, ref.length).decode("utf-8", "surrogateescape") if ref.data else ""
 
 
+def rocm_path_setting() -> str:
+    """``ROCM_PATH=...`` or ``ROCM_PATH is not set``: what this process gives FlyDSL, for messages."""
+    given = os.environ.get("ROCM_PATH")
+    return f"ROCM_PATH={given}" if given else "ROCM_PATH is not set"
+
+
 def linker_problem() -> str | None:
     """Why FlyDSL cannot link a kernel in this process, or None when it can: its ROCm backend
     links each kernel with ``ld.lld`` under its ROCm root (``<root>/llvm/bin/ld.lld``, never
@@ -773,10 +779,8 @@ def linker_problem() -> str | None:
     linker = os.path.join(rocm_root(), "llvm", "bin", "ld.lld")
     if os.access(linker, os.X_OK):
         return None
-    given = os.environ.get("ROCM_PATH")
-    source = f"ROCM_PATH={given}" if given else "ROCM_PATH is not set"
     return (
-        f"FlyDSL links each kernel with {linker}, which is missing or not executable ({source}): set "
+        f"FlyDSL links each kernel with {linker}, which is missing or not executable ({rocm_path_setting()}): set "
         "ROCM_PATH to a ROCm root holding llvm/bin/ld.lld and amdgcn/bitcode"
     )
 
@@ -893,9 +897,10 @@ def _wheel_install(package: Path, version: str) -> str | None:
     )
 
 
-# (package, version, bitcode directory) -> FlyDSL's toolchain key: read once per process and
-# place, as FlyDSL reads its own (its key and the bitcode hash are memoized per process).
-_toolchain_memo: dict[tuple[str, str, str], str] = {}
+# (package, version, bitcode directory) -> (digest of its files, FlyDSL's toolchain key): read
+# once per process and place, as FlyDSL reads its own (its key and the bitcode hash are
+# memoized per process).
+_toolchain_memo: dict[tuple[str, str, str], tuple[str, str]] = {}
 
 
 def _compute_toolchain_key() -> str:
@@ -916,7 +921,7 @@ def toolchain_key() -> str:
         return _compute_toolchain_key()
     known = _toolchain_memo.get(place)
     if known is not None:
-        return known
+        return known[1]
     files = _toolchain_files(place)
     if files is None:  # pragma: no cover - a place always has files
         return _compute_toolchain_key()
@@ -935,7 +940,7 @@ def toolchain_key() -> str:
             _connect(stores[-1]).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
         except (sqlite3.Error, OSError):
             pass
-    _toolchain_memo[place] = key
+    _toolchain_memo[place] = (files, key)
     return key
 
 
@@ -943,12 +948,12 @@ def remember_toolchain() -> None:
     """Write this process's toolchain key (:func:`toolchain_key`) into the index at
     :func:`index_path` (an AOT build's OUT, whose workers write no index), keyed by the
     digest of its files as :func:`toolchain_key` reads it back. A failure costs only that."""
-    place = _toolchain_place()
-    files = _toolchain_files(place) if place is not None else None
-    if files is None:
+    key, place = toolchain_key(), _toolchain_place()
+    known = _toolchain_memo.get(place) if place is not None else None  # no place: FlyDSL computes its key
+    if known is None or known[1] != key:
         return
     try:
-        _connect(index_path()).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, toolchain_key()))
+        _connect(index_path()).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", known)
     except (sqlite3.Error, OSError) as error:
         log.debug("flydsl_runtime: toolchain key not remembered in %s: %s", index_path(), error)
 
