@@ -18,6 +18,9 @@ real. Rows, each the median of ``--repeat`` timing rounds:
   argument packing plus one foreign call, never re-checking Python state.
 * ``flydeps call + dispatch``: a warm flydeps call that reaches the same no-op dispatch
   (decision + the ``CompiledFunction`` call).
+* ``flydeps decision, a trace that asked FlyDSL's get_rocm_arch()``: the same launcher with
+  an ``s_waitcnt`` in its kernel, whose entry's environment reads include that derived read
+  (re-checked on each call, remembered until the environment changes).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import flydsl.compiler as flydsl_flyc  # noqa: E402
 import flydsl.expr as fx  # noqa: E402
 import torch  # noqa: E402
 from flydsl.compiler.jit_executor import CallState  # noqa: E402
+from flydsl.expr import rocdl  # noqa: E402
 
 import flydsl_runtime.flyc as flyc  # noqa: E402
 
@@ -67,6 +71,26 @@ def axpy4(
     stream: fx.Stream = None,
 ):
     axpy4_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
+@flyc.kernel
+def waited_kernel(a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor, alpha: fx.Constexpr[int]):
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    rocdl.s_waitcnt(vmcnt=0)  # encoded for FlyDSL's get_rocm_arch(): a derived read of the trace
+    out[tid] = scale(a[tid], alpha) + b[tid] + c[tid] + d[tid]
+
+
+def waited(
+    a: fx.Tensor,
+    b: fx.Tensor,
+    c: fx.Tensor,
+    d: fx.Tensor,
+    out: fx.Tensor,
+    n: fx.Int32,
+    alpha: fx.Constexpr[int],
+    stream: fx.Stream = None,
+):
+    waited_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
 
 def _noop_entry() -> Callable[[int], None]:
@@ -109,11 +133,16 @@ def main() -> int:
     ours = flyc.jit(axpy4)
     theirs = flydsl_flyc.jit(axpy4)
 
+    asking = flyc.jit(waited)
     os.environ["COMPILE_ONLY"] = "1"
     ours(*args)
     theirs(*args)
+    asking(*args)
     rows = {
         "flydeps decision (key + lookup, up to the launch)": _per_call_us(lambda: ours(*args), opts.repeat),
+        "flydeps decision, a trace that asked FlyDSL's get_rocm_arch() (its answer re-checked)": _per_call_us(
+            lambda: asking(*args), opts.repeat
+        ),
         "FlyDSL 0.5 @flyc.jit warm call (trace + IR key + lookup)": _per_call_us(
             lambda: theirs(*args), max(3, opts.repeat // 2), budget_s=1.0
         ),
