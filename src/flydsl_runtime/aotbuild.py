@@ -33,7 +33,9 @@ only build of it; nor does a spec that gave no specializations (everything would
 FlyDSL's ``.lock`` files are left in place (another process may hold one).
 
 A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
-what to fix, before any work starts.
+what to fix, before any work starts; so does an arch FlyDSL's compiler does not know
+(:mod:`.archprobe`: a ValueError naming it) and, for the local pool, a ROCm root without
+FlyDSL's linker.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from flydeps.errors import FlydepsError
 
-from . import aot
+from . import aot, archprobe
 from .aot import AotMissError
 
 if TYPE_CHECKING:
@@ -581,6 +583,18 @@ def build(
         problem = index.linker_problem()  # else every specialization fails alike, each with MLIR's bare words
         if problem is not None:
             raise ValueError(f"aot build: {problem}")
+    if tasks:
+        # A processor the compiler does not know (a misspelt --arch) kills every specialization's
+        # build process (LLVM: SIGABRT in instruction selection) or fails each trace (MLIR's
+        # chipset parser): asked of the compiler once per arch instead.
+        unknown = archprobe.unknown_arches(arches)
+        if unknown:
+            said = "; ".join(f"{arch}: {line}" for arch, line in unknown.items())
+            raise ValueError(
+                f"aot build: --arch {','.join(unknown)}: FlyDSL's compiler does not know "
+                f"{'this processor' if len(unknown) == 1 else 'these processors'} (the compiler says {said}); "
+                "name the GPU processors to build for, such as gfx942,gfx950"
+            )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -770,3 +770,84 @@ def test_a_rocm_root_without_its_linker_is_named_before_any_work(project: Path, 
         f"DSLCompileError ['flydsl_runtime: FlyDSL links each kernel with {linker}, which is missing or not "
         f"executable (ROCM_PATH={root}): set ROCM_PATH to a ROCm root holding llvm/bin/ld.lld and amdgcn/bitcode']"
     )
+
+
+def test_an_arch_the_compiler_does_not_know_is_named_before_any_work(project: Path) -> None:
+    """A misspelt --arch made LLVM abort in every specialization's build process (SIGABRT in
+    instruction selection, "died (killed by signal SIGABRT)" per item), or failed every trace
+    (MLIR's "Invalid chipset name"): `aot build` now asks FlyDSL's compiler about each arch
+    first and refuses the unknown ones by name (exit 2, nothing made), quoting it."""
+    out = project / "out"
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{project / 'spec.py'}:resumed", "--out", str(out)]
+    arches = "gfx942,gfx9499,gfx950,gfx94"
+    done = subprocess.run([*command, "--arch", arches, "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == (
+        "aot build: --arch gfx9499,gfx94: FlyDSL's compiler does not know these processors (the compiler says "
+        "gfx9499: 'gfx9499' is not a recognized processor for this target (ignoring processor); "
+        "gfx94: DSLCompileError: Invalid chipset name: gfx94); "
+        "name the GPU processors to build for, such as gfx942,gfx950"
+    )
+    assert not out.exists()
+    one = subprocess.run([*command, "--arch", "gfx9499", "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert one.returncode == 2
+    assert "--arch gfx9499: FlyDSL's compiler does not know this processor (the compiler says gfx9499: " in one.stderr
+    good = subprocess.run([*command, "--arch", "gfx950", "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert good.stdout.startswith(f"aot build into {out}: 2 built, 0 reused, 0 failed (of 2)")
+
+
+_REAL_KERNEL = """
+import torch
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+
+@flyc.kernel
+def add_one(out: fx.Tensor):
+    out[fx.thread_idx.x] = out[fx.thread_idx.x] + 1.0
+
+@flyc.jit
+def launch(out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+    add_one(out).launch(grid=(1, 1, 1), block=(64, 1, 1), stream=stream)
+
+launch(torch.zeros(64))
+"""
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1201", "gfx9499", "gfx94"])
+def test_the_compiler_probe_agrees_with_a_real_compile(tmp_path: Path, rocm_root: Path, arch: str) -> None:
+    """The oracle: a kernel that loads and stores, compiled for the arch by FlyDSL in a new
+    process, succeeds exactly for the arches the probe does not report."""
+    from flydsl_runtime.archprobe import unknown_arches
+
+    (tmp_path / "kernel.py").write_text(_REAL_KERNEL)
+    env = {**os.environ, "ARCH": arch, "COMPILE_ONLY": "1", "FLYDSL_RUNTIME_CACHE_DIR": str(tmp_path / "fl")}
+    real = subprocess.run(
+        [sys.executable, str(tmp_path / "kernel.py")], capture_output=True, text=True, timeout=600, env=env
+    )
+    reported = unknown_arches([arch])
+    assert (real.returncode == 0) == (arch not in reported), (reported, real.returncode, real.stderr[-1500:])
+    if arch in reported:
+        assert reported[arch] in real.stderr
+
+
+def test_the_compiler_probe_tells_nothing_it_cannot_tell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a linker the empty kernel fails to link for every arch: only LLVM's own words
+    about the name count, so a known arch is not reported and an unknown one still is; a
+    probe that never ends is killed and reports nothing; no arches, no probe."""
+    from flydsl_runtime import archprobe
+
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
+    assert dict(archprobe.unknown_arches(["gfx942", "gfx9499", "gfx942"])) == {
+        "gfx9499": "'gfx9499' is not a recognized processor for this target (ignoring processor)"
+    }
+    assert archprobe.unknown_arches([]) == {}
+
+    def never_ends(arch: str) -> int:
+        time.sleep(60)
+        return 0
+
+    monkeypatch.setattr(archprobe, "_compile_empty_kernel", never_ends)
+    started = time.monotonic()
+    assert archprobe.unknown_arches(["gfx9499"], timeout=0.5) == {}
+    assert time.monotonic() - started < 30
