@@ -8,9 +8,12 @@ written under the user cache directory too: a new process checks one ``stat`` pe
 distribution it uses, when it first uses it). Never imports a package to classify it. A
 kernel library installed into site-packages (not editable) is a leaf unless its top-level
 package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its
-code is walked like the user's own. The detail string of a leaf (``torch==2.13.0``,
-``python==3.11.7``) is what its digest stands for, so an upgrade of a dependency changes
-every fingerprint that reaches it, and nothing else about the machine does.
+code is walked like the user's own. A leaf's digest stands for its detail string
+(``torch==2.13.0``, ``python==3.11.7``) and for what the distribution installed, by its
+``RECORD`` (the path and hash of each file it put in the installation, :func:`_installed`):
+an upgrade of a dependency, or a reinstall of the same version with other files (a library
+of one's own, ``pip install .`` after an edit), changes every fingerprint that reaches it,
+and nothing else about the machine does (the same wheel installs the same files anywhere).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import site
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -30,7 +34,7 @@ from blake3 import blake3
 
 from . import _memofile, settings
 
-__all__ = ["external_detail", "external_digest", "is_external_module", "PYTHON_DETAIL"]
+__all__ = ["external_detail", "external_digest", "external_installed", "is_external_module", "PYTHON_DETAIL"]
 
 PYTHON_DETAIL = "python=={}.{}.{}".format(*sys.version_info[:3])
 # Our own packages are leaves too: their code is versioned with the distribution.
@@ -81,11 +85,12 @@ class _Index:
     versions: dict[str, str]  # distribution -> version (the first on sys.path)
     library_dirs: tuple[str, ...]
     metadata: dict[str, list[list]]  # distribution -> [[its metadata path, _meta_state()], ...]
+    installed: dict[str, str]  # distribution -> _installed() of its RECORD (the first on sys.path)
 
 
 _METADATA_FILES = frozenset({"METADATA", "PKG-INFO", "top_level.txt", "RECORD"})
 _META_SUFFIXES = (".dist-info", ".egg-info")
-_INDEX_FORMAT = 3
+_INDEX_FORMAT = 4
 _loaded: _Index | None = None
 _checked: set[str] = set()  # distributions whose metadata was found as remembered
 
@@ -223,7 +228,9 @@ def _load(*, scan: bool = False) -> _Index:
         try:
             data = marshal.loads(payload) if payload is not None else None
             if type(data) is dict and data.get("places") == places and _path_unchanged(data["path"]):
-                return _Index(data["packages"], data["versions"], tuple(data["library_dirs"]), data["metadata"])
+                return _Index(
+                    data["packages"], data["versions"], tuple(data["library_dirs"]), data["metadata"], data["installed"]
+                )
         except (EOFError, ValueError, TypeError, KeyError):
             pass
     path = paths[-1]
@@ -234,9 +241,9 @@ def _load(*, scan: bool = False) -> _Index:
         for name in names:
             meta = os.path.abspath(os.path.join(entry or os.getcwd(), name))
             before[meta] = _meta_state(meta)
-    packages, versions, metas = _scan_paths()
+    packages, versions, metas, installed = _scan_paths()
     metadata = {d: [[m, before[m] if m in before else _meta_state(m)] for m in paths] for d, paths in metas.items()}
-    index = _Index(packages, versions, _find_library_dirs(), metadata)
+    index = _Index(packages, versions, _find_library_dirs(), metadata, installed)
     _checked.update(index.metadata)  # just read from the files
     memo = {
         "places": places,
@@ -245,6 +252,7 @@ def _load(*, scan: bool = False) -> _Index:
         "versions": versions,
         "library_dirs": list(index.library_dirs),
         "metadata": index.metadata,
+        "installed": installed,
     }
     _memofile.write(path, _MEMO_KIND, marshal.dumps(memo))
     return index
@@ -256,6 +264,7 @@ def _forget() -> None:
     _loaded = None
     _checked.clear()
     external_detail.cache_clear()
+    external_installed.cache_clear()
     _is_external_name.cache_clear()
 
 
@@ -289,27 +298,64 @@ def _providers(top_level: str) -> list[str] | None:
 
 
 def _scan() -> tuple[dict[str, list[str]], dict[str, str]]:
-    packages, versions, _ = _scan_paths()
+    packages, versions, _, _ = _scan_paths()
     return packages, versions
 
 
-def _scan_paths() -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]]]:
-    """Every installed distribution's top-level names and version, and the metadata paths
-    each was read from."""
+def _scan_paths() -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]], dict[str, str]]:
+    """Every installed distribution's top-level names and version, the metadata paths each
+    was read from, and what it installed (:func:`_installed`)."""
     packages: dict[str, list[str]] = {}
     versions: dict[str, str] = {}
     metas: dict[str, list[str]] = {}
+    installed: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
         name, version = _name_and_version(dist)
         if not name:
             continue
-        versions.setdefault(name, version)  # the first on sys.path, as importlib.metadata.version()
+        record = dist.read_text("RECORD")
+        if name not in versions:  # the first on sys.path, as importlib.metadata.version()
+            versions[name] = version
+            installed[name] = _installed(record)
         meta = getattr(dist, "_path", None)
         if meta is not None:
             metas.setdefault(name, []).append(os.path.abspath(str(meta)))
-        for top in (dist.read_text("top_level.txt") or "").split() or _top_level_inferred(dist):
+        for top in (dist.read_text("top_level.txt") or "").split() or _top_level_inferred(dist, record):
             packages.setdefault(top, []).append(name)
-    return packages, versions, metas
+    return packages, versions, metas, installed
+
+
+def _record_rows(record: str) -> Iterator[list[str]]:
+    """``RECORD``'s rows: CSV, where only a path with a comma or a quote in it is quoted."""
+    lines = record.splitlines()
+    return csv.reader(lines) if '"' in record else (line.split(",") for line in lines)
+
+
+def _installed(record: str | None) -> str:
+    """A digest of the files a distribution installed, by its ``RECORD``: each hashed file's
+    row (path, hash, size) under the installation root, sorted. Left out, as they differ
+    between two installs of the same files: rows in the ``.dist-info`` directory (who
+    installed it, from where), outside the root (``../../bin`` scripts, whose first line
+    names the interpreter), without a hash (compiled ``__pycache__`` files, ``RECORD``
+    itself), and the path files of an editable install (``.pth`` files, ``__editable__``
+    finders: they hold the source tree's absolute path; the code is in that tree). Empty
+    without a ``RECORD`` (an ``.egg-info``, a system package): the version alone stands for
+    it then. Rows are filtered as text (a scan reads every distribution's ``RECORD``:
+    torch's has ~15,000 rows)."""
+    if not record:
+        return ""
+    kept = [
+        row
+        for row in record.splitlines()
+        if ",," not in row
+        and not row.startswith("../")
+        and ".dist-info/" not in row
+        and "__pycache__/" not in row
+        and ".pth," not in row
+        and "__editable__" not in row
+    ]
+    kept.sort()
+    return blake3("\n".join(kept).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
@@ -331,19 +377,18 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
     return name, version
 
 
-def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
+def _top_level_inferred(dist: importlib.metadata.Distribution, record: str | None = None) -> set[str]:
     """Top-level names of a distribution without ``top_level.txt``, from the ``.py`` files it
     installed (``importlib.metadata``'s rule: a file's first path part, or a top-level
-    module's name), read from ``RECORD`` as text when there is one."""
-    record = dist.read_text("RECORD")
+    module's name), read from ``RECORD`` as text when there is one (``record``: already read)."""
+    if record is None:
+        record = dist.read_text("RECORD")
     if record is None:
         return {
             f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"
         }
     tops = set()
-    # RECORD is CSV; only a path with a comma or a quote in it is quoted.
-    rows = csv.reader(record.splitlines()) if '"' in record else (line.split(",", 1) for line in record.splitlines())
-    for row in rows:
+    for row in _record_rows(record):
         path = row[0] if row else ""
         if not path.endswith(".py") or path.rsplit("/", 1)[-1] == ".py":
             continue
@@ -380,6 +425,24 @@ def external_detail(top_level: str) -> str:
         return f"{top_level}=={_version(top_level)}"
     except (importlib.metadata.PackageNotFoundError, ValueError):
         return top_level
+
+
+@functools.lru_cache(maxsize=4096)
+def external_installed(top_level: str) -> str:
+    """What the distributions providing ``top_level`` installed (:func:`_installed` of each,
+    by name), the part of a leaf's digest its detail string does not show: empty for the
+    standard library and for a name no distribution provides. Read with the versions of
+    :func:`external_detail` (the same distributions, their metadata checked)."""
+    if top_level in _stdlib_names() or top_level == "builtins":
+        return ""
+    dists = _providers(top_level)
+    if not dists:  # a distribution named like the package, as external_detail() reads it
+        if not _as_remembered([top_level]):
+            _rescan()
+        named = _indexed().installed.get(top_level)
+        return f"{top_level}:{named}" if named else ""
+    installed = _indexed().installed
+    return ",".join(f"{dist}:{installed.get(dist, '')}" for dist in sorted(set(dists)))
 
 
 # Installed (non-editable) packages whose code is the user's own: walked, not leaves.
@@ -439,7 +502,9 @@ def _module_file(module: object) -> str | None:
 
 
 def external_digest(dotted: str) -> tuple[str, str]:
-    """``(digest, detail)`` of the library leaf ``external:<dotted>``: the name and the
-    distribution version it comes from. Both front-ends use this, so their leaves agree."""
-    detail = external_detail(dotted.partition(".")[0])
-    return blake3(f"external\0{dotted}\0{detail}".encode()).hexdigest(), detail
+    """``(digest, detail)`` of the library leaf ``external:<dotted>``: the name, the
+    distribution version it comes from and what that distribution installed. Both
+    front-ends use this, so their leaves agree."""
+    top = dotted.partition(".")[0]
+    detail = external_detail(top)
+    return blake3(f"external\0{dotted}\0{detail}\0{external_installed(top)}".encode()).hexdigest(), detail

@@ -11,9 +11,11 @@ so it must contain everything the running version's answer has, ``__pycache__`` 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import marshal
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -235,3 +237,89 @@ def test_library_dirs_are_remembered_with_what_places_them(tmp_path: Path, monke
         assert _origin._library_dirs() == _origin._find_library_dirs()
     finally:
         _clear()
+
+
+# In the venv: the leaf's detail and digest, a user function's fingerprint (a file outside
+# site-packages calling the library), and the value the library computes (the oracle).
+_REPORT = """\
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import user_kernel
+from flydeps import _origin, fingerprint
+print(json.dumps({
+    "library": _origin.is_external_module("fdk_helperlib.helpers"),
+    "detail": _origin.external_detail("fdk_helperlib"),
+    "leaf": _origin.external_digest("fdk_helperlib.helpers.scale")[0],
+    "digest": fingerprint(user_kernel.build).digest,
+    "value": user_kernel.build(3),
+}))
+"""
+
+_SCALE = "def scale(x):\n    return x * {factor}\n\n\ndef main():\n    print(scale(3))\n"
+
+
+def test_a_reinstall_of_the_same_version_with_other_files_changes_the_leaf(tmp_path: Path, site_library: Any) -> None:
+    """A library of one's own installed into site-packages (not editable) is a leaf: it used
+    to digest as ``name==version`` alone, so ``pip install .`` after an edit, at the same
+    version, left every fingerprint reaching it unchanged (a persistent index served the old
+    trace to every new process). The leaf now also stands for what its RECORD lists, in both
+    front-ends (the static one through its results cache). Oracle: the value the library
+    computes in a new process. A reinstall of the same files digests
+    as before (no needless rebuild), and the detail shown stays ``name==version``."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "user_kernel.py").write_text(
+        "from fdk_helperlib import helpers\n\n\ndef build(n):\n    return helpers.scale(n) + 1\n"
+    )
+    report = tmp_path / "report.py"
+    report.write_text(_REPORT)
+    env = {**site_library.env, "FLYDEPS_CACHE_DIR": str(tmp_path / "cache")}
+
+    def new_process() -> dict[str, Any]:
+        command = [sys.executable, str(report), str(user)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        # The static front-end, from the files, through its results cache.
+        static = [sys.executable, "-m", "flydeps", "hash", "user_kernel.py::build"]
+        hashed = subprocess.run(static, capture_output=True, text=True, timeout=300, env=env, cwd=user)
+        assert hashed.returncode == 0, hashed.stderr[-2000:]
+        return {**json.loads(done.stdout), "static": hashed.stdout.strip()}
+
+    site_library.install(_SCALE.format(factor=2))
+    first = new_process()
+    assert first["library"] is True  # a leaf, not walked
+    assert first["detail"] == "fdk-helperlib==1.0"
+    assert first["value"] == 7
+    site_library.install(_SCALE.format(factor=2))  # the same files again: a new RECORD file, the same rows
+    assert new_process() == first
+    site_library.install(_SCALE.format(factor=3))  # same version, other code
+    edited = new_process()
+    assert edited["value"] == 10  # what the library now computes
+    assert edited["detail"] == first["detail"]
+    assert edited["leaf"] != first["leaf"]
+    assert edited["digest"] != first["digest"]
+    assert edited["static"] != first["static"]
+
+
+def test_installed_files_digest_ignores_what_differs_between_installs() -> None:
+    """Bad and odd input: RECORD rows of the metadata directory, of scripts outside the
+    installation root (their first line names the interpreter), without a hash, and an
+    editable install's path files (the source tree's absolute path) count for nothing, nor
+    does their order; a changed hash or an added file does; no RECORD (an egg-info, a
+    system package) is the empty digest."""
+    rows = [
+        "pkg/__init__.py,sha256=a,1",
+        "pkg/core.py,sha256=b,2",
+        '"pkg/odd,name.py",sha256=c,3',
+        "pkg/__pycache__/core.cpython-311.pyc,,",
+        "pkg-1.0.dist-info/INSTALLER,sha256=pip,4",
+        "pkg-1.0.dist-info/RECORD,,",
+        "../../bin/pkg-tool,sha256=shebang-here,179",
+    ]
+    base = _origin._installed("\n".join(rows) + "\n")
+    moved = [*rows[:4], "pkg-1.0.dist-info/INSTALLER,sha256=uv,3", "pkg-1.0.dist-info/direct_url.json,sha256=d,9"]
+    moved += ["__editable__.pkg-1.0.pth,sha256=path-here,40", "__editable___pkg_1_0_finder.py,sha256=paths,900"]
+    assert _origin._installed("\n".join(reversed([*moved, "../../../bin/pkg-tool,sha256=elsewhere,180"]))) == base
+    assert _origin._installed("\n".join([rows[0], "pkg/core.py,sha256=B,2", *rows[2:]])) != base
+    assert _origin._installed("\n".join([*rows, "pkg/new.py,sha256=e,5"])) != base
+    assert _origin._installed(None) == _origin._installed("") == ""

@@ -117,6 +117,55 @@ def test_deep_helper_edit_retraces_and_comment_edit_does_not(repo: Repo) -> None
     assert back["traces"] == 0 and back["ir_key"] == base["ir_key"]
 
 
+_LIBCALL = """\
+import flydsl.expr as fx
+
+import flydsl_runtime.flyc as flyc
+from fdk_helperlib import helpers
+
+
+@flyc.kernel
+def scaled_kernel(x: fx.Tensor, out: fx.Tensor):
+    tid = fx.thread_idx.x + fx.block_idx.x * 64
+    out[tid] = x[tid] * helpers.scale(1.0)  # a constant of the IR, computed by the library
+
+
+@flyc.jit
+def scaled(x: fx.Tensor, y: fx.Tensor, out: fx.Tensor, n: fx.Int32):
+    scaled_kernel(x, out).launch(grid=(n // 64, 1, 1), block=(64, 1, 1))
+"""
+
+
+def test_a_library_reinstalled_at_the_same_version_with_other_code_retraces(repo: Repo, site_library: Any) -> None:
+    """A kernel whose trace calls a helper library installed into site-packages (a leaf): after
+    ``pip install .`` of an edited library at the same version, a new process must not be
+    served the row of the old code (it was: the leaf was ``name==version`` alone). Oracle:
+    FlyDSL's IR key from a fresh trace in that process. Reinstalling the same files serves
+    the row again."""
+    (repo.root / repo.name / "libcall.py").write_text(_LIBCALL)
+    helpers = "def scale(x):\n    return x * {factor}\n\n\ndef main():\n    print(scale(3))\n"
+
+    def new_process() -> dict[str, Any]:
+        command = [sys.executable, str(CHILD), str(repo.root), repo.name, "libcall", "scaled", "--fresh-ir"]
+        env = {**repo.env(), "PYTHONUSERBASE": site_library.env["PYTHONUSERBASE"]}
+        env["PYTHONPATH"] = site_library.env["PYTHONPATH"]
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return repo.result(proc)
+
+    site_library.install(helpers.format(factor=2.0))
+    first = new_process()
+    assert first["traces"] >= 1 and not first["loaded"] and first["ir_key"] == first["fresh_ir"]
+    again = new_process()
+    assert again["loaded"] and again["ir_key"] == first["ir_key"] == again["fresh_ir"], (first["notes"], again["notes"])
+    site_library.install(helpers.format(factor=3.0))  # same version, other code
+    edited = new_process()
+    assert not edited["loaded"], edited["notes"]
+    assert edited["ir_key"] == edited["fresh_ir"] != first["ir_key"]
+    site_library.install(helpers.format(factor=2.0))  # the first files again: its row serves
+    back = new_process()
+    assert back["loaded"] and back["ir_key"] == first["ir_key"] == back["fresh_ir"]
+
+
 def test_env_read_by_the_trace_is_part_of_the_row(repo: Repo) -> None:
     """A code-gen variable changes the key; a row applies only where the trace's env reads hold."""
     base = repo.run("vadd", "vadd")

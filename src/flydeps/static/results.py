@@ -90,13 +90,21 @@ def _code_salt() -> bytes:
 @functools.lru_cache(maxsize=1)
 def _environment() -> str:
     """A cheap stamp of the installed libraries: the entries of every library directory on
-    ``sys.path`` (``torch-2.13.0.dist-info`` names carry versions). When it is unchanged,
-    the (slower) per-leaf ``distribution==version`` check is skipped."""
+    ``sys.path`` (``torch-2.13.0.dist-info`` names carry versions), and the inode and time of
+    each distribution's metadata directory (a reinstall of the same version writes a new
+    one). When it is unchanged, the (slower) per-leaf digest check is skipped."""
     h = blake3(sys.version.encode())
     for entry in sys.path:
         if entry and is_library_dir(entry) and os.path.isdir(entry):
             h.update(entry.encode("utf-8", "surrogateescape") + b"\0")
-            h.update("\0".join(sorted(os.listdir(entry))).encode("utf-8", "surrogateescape"))
+            for name in sorted(os.listdir(entry)):
+                h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+                if name.endswith((".dist-info", ".egg-info")):
+                    try:
+                        st = os.stat(os.path.join(entry, name))
+                    except OSError:
+                        continue
+                    h.update(f"{st.st_ino} {st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -275,10 +283,9 @@ def _revive(table: list[str], rows: list[list]) -> tuple[DepGraph, tuple[Diagnos
     )
     graph = DepGraph(roots, nodes, edges)
     if environment != _environment() and any(
-        n.kind is NodeKind.EXTERNAL and _origin.external_detail(n.id[9:].partition(".")[0]) != n.detail
-        for n in graph.nodes.values()
+        n.kind is NodeKind.EXTERNAL and _origin.external_digest(n.id[9:])[0] != n.digest for n in graph.nodes.values()
     ):
-        return None  # a library was upgraded: its leaves' digests changed
+        return None  # a library was upgraded or reinstalled with other files: its leaves' digests changed
     it = iter(rows[8])
     diagnostics = tuple(
         Diagnostic(table[p], _int(line), table[m], _bit(note)) for p, line, m, note in zip(it, it, it, it)
