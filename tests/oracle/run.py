@@ -142,7 +142,9 @@ def summary(outcomes: list[Outcome], control: list[Outcome]) -> tuple[bool, str]
         "(their IR compared with the fresh trace's); "
         + (
             f"new processes after the mutation {len(processes)}, {sum(bool(f.get('loaded')) for f in processes)} "
-            f"of them served from the index, {sum(bool(f.get('stale')) for f in processes)} stale; "
+            f"of them served from the index, {sum(bool(f.get('stale')) for f in processes)} stale, "
+            f"{sum(bool(f.get('invalid')) for f in processes)} where the mutated code raises under plain FlyDSL "
+            "too; "
             if processes
             else ""
         )

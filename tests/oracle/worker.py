@@ -30,7 +30,10 @@ two new processes (``worker.py fresh``): one on the unmutated copy before step 1
 is keyed by the state any new process has, and one after the mutation, which imports the
 edited copy, finds that index, makes the call and then its own fresh plain trace. Its IR
 must be that trace's: loaded from the index with other IR is STALE, traced with other IR,
-or failing, ERROR. The control must come out stale there too.
+or failing, ERROR, unless plain FlyDSL fails the same way in that process (the edited code
+does not trace in a new process, while the parent's caller still holds the launcher from
+before a reload): then the new process is reported as invalid, beside the verdict. The
+control must come out stale there too.
 """
 
 from __future__ import annotations
@@ -315,6 +318,13 @@ def fresh_main(mode: str, plan_path: Path, position: int, root: Path) -> dict:
     with env_applied(m.base_env):  # as the parent holds it (and, mutated, the mutation's own)
         call, launcher, bound_self = pkg.resolve_subject(subject)
         decision, why = _decide(call, launcher, args, kwargs)
+        if decision == "error":
+            # The edited code may not trace at all in a new process while the parent's caller
+            # still holds the old launcher (a reload does not replace held references): plain
+            # FlyDSL must then raise the same in this process, else the failure is flydeps'.
+            truth, note = _truth(launcher, bound_self, args, kwargs)
+            if truth is None and note[:120] == why[:120]:
+                return {"invalid": f"the mutated code raises here under plain FlyDSL too: {note}"[:400]}
         if decision != "retrace":
             return {"error": f"the first call in a new process {decision}: {why}"[:400]}
         ir = launcher.entries()[-1].ir_key
@@ -409,6 +419,8 @@ def _run(m: Mutation, pkg: PackageCopy, started: float, plan: tuple[Path, int] |
     if new_process is not None and truth is not None and result != "STALE":
         if baseline_process is None or baseline_process.get("error") or baseline_process["stale"]:
             result, note = "ERROR", f"the new process on the unmutated copy: {baseline_process}"[:600]
+        elif new_process.get("invalid"):
+            note = f"{note} | {new_process['invalid']}".strip(" |")[:600]
         elif new_process.get("error"):
             result, note = "ERROR", f"a new process in the mutated state failed: {new_process['error']}"[:600]
         elif new_process["stale"]:
