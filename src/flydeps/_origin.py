@@ -10,7 +10,8 @@ kernel library installed into site-packages (not editable) is a leaf unless its 
 package is named in ``FLYDEPS_USER_PACKAGES`` (comma-separated, read at import): then its
 code is walked like the user's own. A leaf's digest stands for its detail string
 (``torch==2.13.0``, ``python==3.11.7``) and for what the distribution installed, by its
-``RECORD`` (the path and hash of each file it put in the installation, :func:`_installed`):
+``RECORD`` (the path and hash of each file it put in the installation, :func:`_installed`,
+read once per machine and remembered by the file's metadata, :func:`_installed_memo`):
 an upgrade of a dependency, or a reinstall of the same version with other files (a library
 of one's own, ``pip install .`` after an edit), changes every fingerprint that reaches it,
 and nothing else about the machine does (the same wheel installs the same files anywhere).
@@ -304,25 +305,78 @@ def _scan() -> tuple[dict[str, list[str]], dict[str, str]]:
 
 def _scan_paths() -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]], dict[str, str]]:
     """Every installed distribution's top-level names and version, the metadata paths each
-    was read from, and what it installed (:func:`_installed`)."""
+    was read from, and what it installed (:func:`_installed`, remembered across scans by
+    :func:`_installed_memo`)."""
     packages: dict[str, list[str]] = {}
     versions: dict[str, str] = {}
     metas: dict[str, list[str]] = {}
     installed: dict[str, str] = {}
+    remembered = _installed_memo()
+    computed: dict[str, list] = {}
     for dist in importlib.metadata.distributions():
         name, version = _name_and_version(dist)
         if not name:
             continue
-        record = dist.read_text("RECORD")
+        meta = getattr(dist, "_path", None)
         if name not in versions:  # the first on sys.path, as importlib.metadata.version()
             versions[name] = version
-            installed[name] = _installed(record)
-        meta = getattr(dist, "_path", None)
+            installed[name] = _installed_of(dist, meta, remembered, computed)
         if meta is not None:
             metas.setdefault(name, []).append(os.path.abspath(str(meta)))
-        for top in (dist.read_text("top_level.txt") or "").split() or _top_level_inferred(dist, record):
+        for top in (dist.read_text("top_level.txt") or "").split() or _top_level_inferred(dist):
             packages.setdefault(top, []).append(name)
+    if computed:
+        _remember_installed(remembered, computed)
     return packages, versions, metas, installed
+
+
+# What distributions installed (:func:`_installed`), by their RECORD file's path, size, time
+# and inode, remembered across scans: a scan in a new place (a new directory on sys.path,
+# another environment) reads torch's 15,000-row RECORD again only when it changed.
+_INSTALLED_NAME = os.path.join("origin", "installed.marshal")
+_INSTALLED_KIND = "installed files 1"
+
+
+def _installed_memo() -> dict[str, list]:
+    """RECORD path -> [size, mtime_ns, inode, digest], as earlier scans left it."""
+    found: dict[str, list] = {}
+    for path in settings.memo_paths(_INSTALLED_NAME):
+        payload = _memofile.read(path, _INSTALLED_KIND)
+        try:
+            data = marshal.loads(payload) if payload is not None else None
+        except (EOFError, ValueError, TypeError):
+            continue
+        if type(data) is dict:
+            found.update(data)
+    return found
+
+
+def _installed_of(
+    dist: importlib.metadata.Distribution, meta: object, remembered: dict[str, list], computed: dict[str, list]
+) -> str:
+    """:func:`_installed` of ``dist``'s RECORD, from ``remembered`` when the file is as it was
+    then (stat'ed before it is read); what is computed here goes into ``computed``."""
+    if meta is None:  # not a directory on sys.path (another finder): read each time
+        return _installed(dist.read_text("RECORD"))
+    record = os.path.join(os.path.abspath(str(meta)), "RECORD")
+    try:
+        st = os.stat(record)
+    except OSError:
+        return ""
+    state = [st.st_size, st.st_mtime_ns, st.st_ino]
+    known = remembered.get(record)
+    if type(known) is list and len(known) == 4 and known[:3] == state and type(known[3]) is str:
+        return known[3]
+    digest = _installed(dist.read_text("RECORD"))
+    computed[record] = [*state, digest]
+    return digest
+
+
+def _remember_installed(remembered: dict[str, list], computed: dict[str, list]) -> None:
+    """Write the memo with ``computed`` added; entries whose RECORD is gone are dropped."""
+    merged = {path: entry for path, entry in remembered.items() if path not in computed and os.path.exists(path)}
+    merged.update(computed)
+    _memofile.write(settings.memo_paths(_INSTALLED_NAME)[-1], _INSTALLED_KIND, marshal.dumps(merged))
 
 
 def _record_rows(record: str) -> Iterator[list[str]]:
@@ -377,12 +431,11 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
     return name, version
 
 
-def _top_level_inferred(dist: importlib.metadata.Distribution, record: str | None = None) -> set[str]:
+def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
     """Top-level names of a distribution without ``top_level.txt``, from the ``.py`` files it
     installed (``importlib.metadata``'s rule: a file's first path part, or a top-level
-    module's name), read from ``RECORD`` as text when there is one (``record``: already read)."""
-    if record is None:
-        record = dist.read_text("RECORD")
+    module's name), read from ``RECORD`` as text when there is one."""
+    record = dist.read_text("RECORD")
     if record is None:
         return {
             f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"

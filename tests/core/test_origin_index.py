@@ -323,3 +323,40 @@ def test_installed_files_digest_ignores_what_differs_between_installs() -> None:
     assert _origin._installed("\n".join([rows[0], "pkg/core.py,sha256=B,2", *rows[2:]])) != base
     assert _origin._installed("\n".join([*rows, "pkg/new.py,sha256=e,5"])) != base
     assert _origin._installed(None) == _origin._installed("") == ""
+
+
+def test_installed_digests_are_remembered_across_scans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan reads each RECORD once per machine: a later scan (another directory on
+    ``sys.path``, a new process) takes the digest remembered for the file's size, time and
+    inode; a rewritten RECORD is read again; a damaged memo file is ignored and rewritten."""
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
+    site_dir = tmp_path / "site"
+    info = site_dir / "memo_installed-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memo-installed\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("memo_installed\n")
+    (info / "RECORD").write_text("memo_installed/__init__.py,sha256=a,1\n")
+    monkeypatch.syspath_prepend(str(site_dir))
+    read: list[str] = []
+    real = _origin._installed
+
+    def counted(record: str | None) -> str:
+        read.append(record or "")
+        return real(record)
+
+    monkeypatch.setattr(_origin, "_installed", counted)
+    first = _origin._scan_paths()[3]
+    assert first["memo-installed"] == real("memo_installed/__init__.py,sha256=a,1\n")
+    assert read  # every RECORD, the first time on this machine
+    read.clear()
+    assert _origin._scan_paths()[3] == first and read == []  # remembered
+    (info / "RECORD").write_text("memo_installed/__init__.py,sha256=b,1\n")  # reinstalled
+    again = _origin._scan_paths()[3]
+    assert read == ["memo_installed/__init__.py,sha256=b,1\n"]
+    assert again["memo-installed"] != first["memo-installed"]
+    memo = tmp_path / "cache" / "origin" / "installed.marshal"
+    memo.write_bytes(memo.read_bytes()[:-5] + b"XXXXX")  # damaged: its digest no longer matches
+    read.clear()
+    assert _origin._scan_paths()[3] == again and len(read) > 1  # computed again, and written
+    read.clear()
+    assert _origin._scan_paths()[3] == again and read == []
