@@ -138,11 +138,15 @@ def _float_text(bits_hex: str) -> str:
 def _node_reasons(old: dict, new: dict) -> list[str]:
     words = {"global": "global", "external": "library"}
     out = []
+    same_version: dict[str, list[str]] = {}  # a library's version -> its leaves that changed anyway
     for nid in sorted(set(old) | set(new)):
         before, after = old.get(nid), new.get(nid)
         if before is not None and after is not None and before[0] == after[0]:
             continue
         entry: list = after if after is not None else before  # type: ignore[assignment]
+        if before and after and entry[2] == "external" and len(before) > 3 and len(after) > 3 and before[3] == after[3]:
+            same_version.setdefault(after[3], []).append(nid.removeprefix("external:"))
+            continue
         what = words.get(entry[2], "helper")
         where = f" ({entry[1]})" if entry[1] else ""
         if before is None:
@@ -153,6 +157,12 @@ def _node_reasons(old: dict, new: dict) -> list[str]:
             out.append(f"{what} {nid}{where} changed: {before[3]} -> {after[3]}")
         else:
             out.append(f"{what} {nid}{where} changed")
+    for version, names in sorted(same_version.items()):  # one line per library, not one per name
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(
+            f"library {version} ({shown}) changed at the same version: its files were installed again with "
+            "other contents, or the row was keyed by another flydeps"
+        )
     # The helpers themselves first, then what they read, then structure.
     return sorted(out, key=lambda r: (not r.startswith("helper "), r.endswith(("added", "removed"))))
 

@@ -140,14 +140,14 @@ def test_a_library_reinstalled_at_the_same_version_with_other_code_retraces(repo
     """A kernel whose trace calls a helper library installed into site-packages (a leaf): after
     ``pip install .`` of an edited library at the same version, a new process must not be
     served the row of the old code (it was: the leaf was ``name==version`` alone). Oracle:
-    FlyDSL's IR key from a fresh trace in that process. Reinstalling the same files serves
-    the row again."""
+    FlyDSL's IR key from a fresh trace in that process. A strict process names the library
+    that changed at the same version. Reinstalling the same files serves the row again."""
     (repo.root / repo.name / "libcall.py").write_text(_LIBCALL)
     helpers = "def scale(x):\n    return x * {factor}\n\n\ndef main():\n    print(scale(3))\n"
 
-    def new_process() -> dict[str, Any]:
+    def new_process(**extra: str) -> dict[str, Any]:
         command = [sys.executable, str(CHILD), str(repo.root), repo.name, "libcall", "scaled", "--fresh-ir"]
-        env = {**repo.env(), "PYTHONUSERBASE": site_library.env["PYTHONUSERBASE"]}
+        env = {**repo.env(**extra), "PYTHONUSERBASE": site_library.env["PYTHONUSERBASE"]}
         env["PYTHONPATH"] = site_library.env["PYTHONPATH"]
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return repo.result(proc)
@@ -158,6 +158,12 @@ def test_a_library_reinstalled_at_the_same_version_with_other_code_retraces(repo
     again = new_process()
     assert again["loaded"] and again["ir_key"] == first["ir_key"] == again["fresh_ir"], (first["notes"], again["notes"])
     site_library.install(helpers.format(factor=3.0))  # same version, other code
+    strict = new_process(FLYDEPS_AOT="strict")
+    assert strict["error"] == "AotMissError"
+    assert (
+        "differs: library fdk-helperlib==1.0 (fdk_helperlib.helpers.scale) changed at the same version: its files were "
+        "installed again with other contents, or the row was keyed by another flydeps)"
+    ) in strict["message"]
     edited = new_process()
     assert not edited["loaded"], edited["notes"]
     assert edited["ir_key"] == edited["fresh_ir"] != first["ir_key"]
@@ -778,6 +784,17 @@ def test_differences_name_every_part() -> None:
     assert aot.differences(valued, now_valued) == (
         "global p.m:G changed: 4 -> 8",
         "library torch changed: torch==2.13.0 -> torch==2.14.1",
+    )
+    # Library leaves that changed at the same version: one line per library (its files were
+    # reinstalled with other contents, or the row was keyed by another flydeps).
+    leaves = {f"external:fx.{n}": [n, "", "external", "flydsl==0.5.0"] for n in "abcde"}
+    leaves["external:builtins.len"] = ["x", "", "external", "python==3.11.7"]
+    moved = {nid: [part[0] + "'", *part[1:]] for nid, part in leaves.items()}
+    assert aot.differences({**shipped, "nodes": leaves}, {**shipped, "nodes": moved}) == (
+        "library flydsl==0.5.0 (fx.a, fx.b, fx.c and 2 more) changed at the same version: its files were "
+        "installed again with other contents, or the row was keyed by another flydeps",
+        "library python==3.11.7 (builtins.len) changed at the same version: its files were installed again "
+        "with other contents, or the row was keyed by another flydeps",
     )
     # A row written before nodes kept their values: the global is named, without values.
     newer = {**shipped, "nodes": {"p.m:f": ["1", "m.py:3", "function"], "p.m:G": ["3", "m.py:1", "global", "8"]}}
