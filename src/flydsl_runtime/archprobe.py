@@ -6,7 +6,7 @@ Contract
 process (``COMPILE_ONLY=1``, FlyDSL's disk cache off: nothing is written anywhere), with the
 child's standard error captured, and reports the arches for which LLVM printed
 ``'<arch>' is not a recognized processor for this target`` (it then goes on with no
-processor at all: a real kernel aborts in instruction selection, the process dies by
+processor at all, and a real kernel aborts in instruction selection, its process killed by
 SIGABRT, or fails to link, once per specialization), or whose name MLIR's AMDGPU chipset
 parser refuses (``Invalid chipset name: gfx94``, raised by every specialization's trace).
 No list of processors is kept here: the answer is the compiler's own, so a FlyDSL built
@@ -21,6 +21,7 @@ are forks).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -47,19 +48,26 @@ def unknown_arches(arches: Sequence[str], *, timeout: float = 120.0) -> Mapping[
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     children: dict[int, tuple[str, IO[bytes]]] = {}
+    pending: set[int] = set()  # children not reaped yet: killed if this function is left early
     try:
         for arch in dict.fromkeys(arches):
             capture: IO[bytes] = tempfile.TemporaryFile()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                capture.close()
+                raise
             if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
                 code = 1
                 try:
+                    os.dup2(capture.fileno(), 1)  # FlyDSL's and LLVM's words, both streams
                     os.dup2(capture.fileno(), 2)
                     code = _compile_empty_kernel(arch)
                 finally:
                     os._exit(code)
             children[pid] = (arch, capture)
-        _wait_all(children, timeout)
+            pending.add(pid)
+        _wait_all(children, pending, timeout)
         found: dict[str, str] = {}
         for arch, said in children.values():
             said.seek(0)
@@ -69,13 +77,15 @@ def unknown_arches(arches: Sequence[str], *, timeout: float = 120.0) -> Mapping[
                 found[arch] = line
         return found
     finally:
+        for pid in pending:  # an interruption (Ctrl-C) while the probes ran
+            _kill(pid)
         for _arch, said in children.values():
             said.close()
 
 
-def _wait_all(children: Mapping[int, tuple[str, IO[bytes]]], timeout: float) -> None:
-    """Reap every child; one still running after ``timeout`` seconds is killed first."""
-    pending = set(children)
+def _wait_all(children: Mapping[int, tuple[str, IO[bytes]]], pending: set[int], timeout: float) -> None:
+    """Reap every child of ``pending`` (removed as reaped); one still running after
+    ``timeout`` seconds is killed first."""
     deadline = time.monotonic() + timeout
     while pending:
         for pid in list(pending):
@@ -85,19 +95,24 @@ def _wait_all(children: Mapping[int, tuple[str, IO[bytes]]], timeout: float) -> 
         if not pending:
             return
         if time.monotonic() > deadline:
-            for pid in pending:
+            for pid in list(pending):
                 log.warning("flydsl_runtime: the compiler probe of %s did not end in %.0f s", children[pid][0], timeout)
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                _kill(pid)
+                pending.discard(pid)
             return
         time.sleep(0.01)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def _compile_empty_kernel(arch: str) -> int:  # pragma: no cover - runs in the probe's child
     """Compile an empty kernel for ``arch`` with FlyDSL's own decorators (never flydsl_runtime's
     facade: no index is read or written); 0 when it compiled."""
-    for name in ("HSA_OVERRIDE_GFX_VERSION",):
-        os.environ.pop(name, None)
+    os.environ.pop("HSA_OVERRIDE_GFX_VERSION", None)  # FlyDSL's arch query answers the arch asked about
     os.environ["ARCH"] = os.environ["FLYDSL_GPU_ARCH"] = arch
     os.environ["COMPILE_ONLY"] = "1"
     os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"

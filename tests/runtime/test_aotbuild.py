@@ -834,7 +834,8 @@ def test_the_compiler_probe_agrees_with_a_real_compile(tmp_path: Path, rocm_root
 def test_the_compiler_probe_tells_nothing_it_cannot_tell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a linker the empty kernel fails to link for every arch: only LLVM's own words
     about the name count, so a known arch is not reported and an unknown one still is; a
-    probe that never ends is killed and reports nothing; no arches, no probe."""
+    probe that never ends is killed and reports nothing; probes running when the command is
+    interrupted are killed and reaped; no arches, no probe."""
     from flydsl_runtime import archprobe
 
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
@@ -851,3 +852,17 @@ def test_the_compiler_probe_tells_nothing_it_cannot_tell(tmp_path: Path, monkeyp
     started = time.monotonic()
     assert archprobe.unknown_arches(["gfx9499"], timeout=0.5) == {}
     assert time.monotonic() - started < 30
+    # Interrupted (Ctrl-C) while the probes run: they are killed and reaped, not left behind.
+    started_pids: list[int] = []
+
+    def interrupted(children: dict, pending: set, timeout: float) -> None:
+        started_pids.extend(children)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(archprobe, "_wait_all", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        archprobe.unknown_arches(["gfx9499", "gfx942"])
+    assert len(started_pids) == 2
+    for pid in started_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
