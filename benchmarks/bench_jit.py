@@ -21,6 +21,9 @@ real. Rows, each the median of ``--repeat`` timing rounds:
 * ``flydeps decision, a trace that asked FlyDSL's get_rocm_arch()``: the same launcher with
   an ``s_waitcnt`` in its kernel, whose entry's environment reads include that derived read
   (re-checked on each call, remembered until the environment changes).
+* ``flydeps decision, a trace that read a tuning file``: the same launcher whose kernel
+  reads its scale from a JSON file while tracing (a file read of the trace, re-checked on
+  each call by one ``stat`` of the file; its bytes are digested again only when that moves).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -93,6 +97,33 @@ def waited(
     waited_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
 
+TUNING = os.path.join(tempfile.mkdtemp(prefix="flydeps-bench-jit-"), "tuned.json")
+
+
+def tuned_scale() -> int:
+    with open(TUNING) as f:  # read while tracing: the value is baked into the IR
+        return int(json.load(f)["alpha"])
+
+
+@flyc.kernel
+def tuned_kernel(a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor, alpha: fx.Constexpr[int]):
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    out[tid] = scale(a[tid], tuned_scale()) + b[tid] + c[tid] + d[tid]
+
+
+def tuned(
+    a: fx.Tensor,
+    b: fx.Tensor,
+    c: fx.Tensor,
+    d: fx.Tensor,
+    out: fx.Tensor,
+    n: fx.Int32,
+    alpha: fx.Constexpr[int],
+    stream: fx.Stream = None,
+):
+    tuned_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
 def _noop_entry() -> Callable[[int], None]:
     """A real C function taking the packed-argument pointer and doing nothing with it."""
     libc = ctypes.CDLL(None)
@@ -134,14 +165,24 @@ def main() -> int:
     theirs = flydsl_flyc.jit(axpy4)
 
     asking = flyc.jit(waited)
+    with open(TUNING, "w") as f:
+        json.dump({"alpha": 2}, f)
+    reading = flyc.jit(tuned)
     os.environ["COMPILE_ONLY"] = "1"
     ours(*args)
     theirs(*args)
     asking(*args)
+    reading(*args)
+    assert reading.cache_info().misses == 1 and any(
+        name.startswith("=file:") for e in reading.entries() for name, _v in e.env_reads.values
+    ), "the trace's file read is recorded"
     rows = {
         "flydeps decision (key + lookup, up to the launch)": _per_call_us(lambda: ours(*args), opts.repeat),
         "flydeps decision, a trace that asked FlyDSL's get_rocm_arch() (its answer re-checked)": _per_call_us(
             lambda: asking(*args), opts.repeat
+        ),
+        "flydeps decision, a trace that read a tuning file (one stat of it per call)": _per_call_us(
+            lambda: reading(*args), opts.repeat
         ),
         "FlyDSL 0.5 @flyc.jit warm call (trace + IR key + lookup)": _per_call_us(
             lambda: theirs(*args), max(3, opts.repeat // 2), budget_s=1.0

@@ -18,21 +18,26 @@ variables) stays pending until that thread assigns again: checks are then slower
 wrong. The C hit path (``flydeps._fastcache``) reads ``_PENDING``'s size before its check
 for the same reason.
 
-The hook is installed lazily, once, on the first guard (audit hooks cannot be removed).
-Its cost is one string comparison per audit event elsewhere in the process. Set
-``FLYDEPS_AUDIT_HOOK=0`` to never install it: guards then re-read function attributes
-on every check (slower, same answers).
+The same hook forwards the ``open``, ``os.listdir``, ``os.scandir`` and ``os.mkdir`` events to
+:mod:`flydeps._filereads` once that module asked for them (:func:`forward_file_events`: the
+files a recorded build reads), so the process runs one hook of ours, not two.
+
+The hook is installed lazily, once, on the first guard or recorded build (audit hooks
+cannot be removed). Its cost is two set lookups per audit event elsewhere in the process.
+Set ``FLYDEPS_AUDIT_HOOK=0`` to never install it: guards then re-read function attributes
+on every check (slower, same answers), and files read by builds are not recorded.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from types import FunctionType
 
 from . import settings
 
-__all__ = ["ENABLED", "generation", "install", "settled"]
+__all__ = ["ENABLED", "forward_file_events", "generation", "install", "settled"]
 
 ENABLED = settings.flag("FLYDEPS_AUDIT_HOOK", True)
 _GEN = [0]
@@ -42,15 +47,30 @@ _lock = threading.Lock()
 _pending_lock = threading.RLock()  # RLock: a finalizer may assign __code__ while held
 _WATCHED_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
+_FILE_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.mkdir"})
+_file_events: Callable[[str, tuple], None] | None = None  # flydeps._filereads' receiver
 _get_ident = threading.get_ident
 
 
 def _hook(event: str, args: tuple) -> None:
-    if event in _EVENTS and len(args) > 1 and args[1] in _WATCHED_ATTRS:
-        if type(args[0]) is FunctionType:  # deleting __defaults__ stores None
-            with _pending_lock:
-                _PENDING[_get_ident()] = (args[0], args[1], args[2] if len(args) > 2 else None)
-        _GEN[0] += 1
+    if event in _EVENTS:
+        if len(args) > 1 and args[1] in _WATCHED_ATTRS:
+            if type(args[0]) is FunctionType:  # deleting __defaults__ stores None
+                with _pending_lock:
+                    _PENDING[_get_ident()] = (args[0], args[1], args[2] if len(args) > 2 else None)
+            _GEN[0] += 1
+    elif event in _FILE_EVENTS and _file_events is not None:
+        _file_events(event, args)
+
+
+def forward_file_events(receiver: Callable[[str, tuple], None]) -> bool:
+    """Send the file events to ``receiver`` and install the hook (idempotent); False when
+    disabled by ``FLYDEPS_AUDIT_HOOK=off``."""
+    global _file_events
+    if not ENABLED:
+        return False
+    _file_events = receiver
+    return install()
 
 
 def settled() -> bool:

@@ -42,9 +42,15 @@ PEP 509 tag of ``os.environ``'s storage dict on CPython 3.10/3.11 and the dict w
 counter on 3.12+ (both through :mod:`flydeps._watch`; spurious moves are allowed, missed
 ones are not); ``None`` where neither exists (callers then re-read every time).
 
+* Files and directory listings the thread reads during a recording are derived reads too,
+  ``=file:PATH`` and ``=listdir:PATH``, noted by the audit hook of :mod:`flydeps._filereads`
+  (installed by the first recording) and evaluated by it; :func:`label` and :func:`shown`
+  name them in messages.
+
 Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C code calling
 ``getenv(3)``, a subprocess). This module imports nothing outside the standard library but
-:mod:`flydeps._codegen` (its generated checks are compiled once per interpreter build).
+:mod:`flydeps._codegen` (its generated checks are compiled once per interpreter build), and
+:mod:`flydeps._filereads` once something records or checks a file read.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ __all__ = [
     "note",
     "paused",
     "recording",
+    "shown",
     "version",
 ]
 
@@ -187,11 +194,14 @@ EMPTY = EnvReads()
 class Recorder:
     """The reads of one recording; filled by the current thread, read with :meth:`reads`."""
 
-    __slots__ = ("_values", "_listed")
+    __slots__ = ("_values", "_listed", "_made")
 
     def __init__(self) -> None:
         self._values: dict[str, str | None] = {}
         self._listed: set[str] | None = None
+        # Absolute paths of the files and directories this build created or truncated
+        # (flydeps._filereads): reading them back is reading its own output, not an input.
+        self._made: set[str] = set()
 
     def _note(self, name: str, value: str | None) -> None:
         self._values.setdefault(name, value)
@@ -262,7 +272,10 @@ def _swap(cls: type) -> None:
 
 @contextmanager
 def recording() -> Iterator[Recorder]:
-    """Record the current thread's environment reads while the block runs."""
+    """Record the current thread's environment reads while the block runs, and the files and
+    directory listings it reads (:mod:`flydeps._filereads`, derived reads)."""
+    if not _files_hooked:
+        _hook_files()
     rec = Recorder()
     ident = _get_ident()
     with _lock:
@@ -279,6 +292,17 @@ def recording() -> Iterator[Recorder]:
                 del _active[ident]
             if not _active:
                 _swap(_ORIGINAL_CLASS)
+
+
+_files_hooked = False
+
+
+def _hook_files() -> None:
+    global _files_hooked
+    from . import _filereads  # imports the value and origin stages: only once something records
+
+    _filereads.install()
+    _files_hooked = True
 
 
 @contextmanager
@@ -345,8 +369,16 @@ def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[
     return read
 
 
+# Families of derived reads named by what they read: the file reads of flydeps._filereads.
+_FILE_READS = ("=file:", "=listdir:")
+
+
 def _evaluator(name: str) -> Callable[[], str | None]:
     found = _derived.get(name)
+    if found is None and name.startswith(_FILE_READS):
+        from . import _filereads
+
+        found = _derived.setdefault(name, (_filereads.evaluator(name), _filereads.label(name)))
     return found[0] if found is not None else _unregistered
 
 
@@ -365,9 +397,23 @@ def current(name: str) -> str | None:
 def label(name: str) -> str:
     """``env NAME`` for a variable; what a derived read is, for one."""
     if name.startswith(DERIVED):
+        if name.startswith(_FILE_READS):
+            from . import _filereads
+
+            return _filereads.label(name)
         found = _derived.get(name)
         return found[1] if found is not None else name[1:]
     return f"env {name}"
+
+
+def shown(name: str, value: str | None) -> str:
+    """A value of read ``name`` for messages: ``<unset>`` for an absent variable, a file's
+    contents by the start of their digest (``contents b3:1a2b3c4d5e6f``, ``<absent>``)."""
+    if name.startswith(_FILE_READS):
+        from . import _filereads
+
+        return _filereads.shown(value)
+    return "<unset>" if value is None else repr(value)
 
 
 def _make_version() -> Callable[[], int | None]:

@@ -328,8 +328,11 @@ class _FactoryCache:
     def _revalidate(self, key: object, entry: _Entry) -> bool:
         """The guard failed: keep the entry if nothing that matters changed (:mod:`.drift`)."""
         if entry.env and not entry.env.holds():
-            changed = ", ".join(f"{name}: {old!r} -> {new!r}" for name, old, new in entry.env.changes())
-            _reason("rebuilt %s: environment variables it read changed (%s)", self.name, changed)
+            changed = ", ".join(
+                f"{_environ.label(name)}: {_environ.shown(name, old)} -> {_environ.shown(name, new)}"
+                for name, old, new in entry.env.changes()
+            )
+            _reason("rebuilt %s: environment variables or files it read changed (%s)", self.name, changed)
             with self.lock:
                 self.entries.discard(key, entry)
             return False

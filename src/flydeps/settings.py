@@ -96,7 +96,8 @@ SETTINGS: dict[str, Setting] = {
             "FLYDEPS_AUDIT_HOOK",
             "flag",
             "on",
-            "off: never install the audit hook (3.10/3.11 guards then re-read function attributes)",
+            "off: never install the audit hooks (3.10/3.11 guards then re-read function attributes; files a build "
+            "or trace reads are not recorded)",
             read="at import",
         ),
         Setting(

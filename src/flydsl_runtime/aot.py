@@ -207,7 +207,7 @@ def differences(
     for name, value in shipped_reads:
         read_now = _environ.current(name) if name.startswith(DERIVED) else environ.get(name)
         if read_now != value:
-            shown = ("<unset>" if v is None else repr(v) for v in (value, read_now))
+            shown = (_environ.shown(name, v) for v in (value, read_now))
             reasons.append("{} (read by the shipped trace): {} -> {}".format(_environ.label(name), *shown))
     if shipped.get("hints") != now.get("hints"):
         reasons.append(f"compile hints {_text(shipped.get('hints'))} -> {_text(now.get('hints'))}")
@@ -246,7 +246,7 @@ class Shipped:
         if self.env:
             parts.append("env " + " ".join(f"{k}={v!r}" for k, v in self.env))
         if self.reads:
-            shown = (f"{k.removeprefix(DERIVED)}={'<unset>' if v is None else repr(v)}" for k, v in self.reads)
+            shown = (f"{k.removeprefix(DERIVED)}={_environ.shown(k, v)}" for k, v in self.reads)
             parts.append("reads " + " ".join(shown))
         versions = dict(zip(("FlyDSL", "flydeps", "Python"), self.versions))
         parts.append(" ".join(f"{k} {v}" for k, v in versions.items()))

@@ -32,7 +32,7 @@ from collections.abc import Hashable, Sequence
 from types import FunctionType
 from typing import cast
 
-from flydeps._environ import label
+from flydeps._environ import label, shown
 from flydeps._logswitch import reasons_to_stderr
 from flydeps.fingerprint import Fingerprint
 
@@ -128,12 +128,8 @@ def _ordered(reasons: Sequence[str]) -> list[str]:
 
 def env_read_change(name: str, old: str | None, new: str | None) -> str:
     """``env FA_PP (read by the trace): '1' -> '0'``; ``<unset>`` for an absent variable; a
-    derived read (FlyDSL's ``get_rocm_arch()``) named by what it is."""
-
-    def shown(value: str | None) -> str:
-        return "<unset>" if value is None else repr(value)
-
-    return f"{label(name)} (read by the trace): {shown(old)} -> {shown(new)}"
+    derived read (FlyDSL's ``get_rocm_arch()``, a file the trace read) named by what it is."""
+    return f"{label(name)} (read by the trace): {shown(name, old)} -> {shown(name, new)}"
 
 
 _unusable = threading.local()

@@ -687,6 +687,12 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 log.info("%s: trace not kept, %s changed while it ran", self._name, judgement.reasons())
                 take_trace_env_reads()  # forget them with the trace
                 index.note_trace(self._name, f"not kept: {judgement.reasons()} changed while it traced")
+                if state.guard.check():
+                    # What changed is nothing the guard watches (a module the trace imported
+                    # was unresolved before it): without a new baseline every later call would
+                    # trace and be judged against the same old state. The fresh digest keys
+                    # the next call, which traces once more and is kept.
+                    self._baseline(owner, after)
                 self._misses += 1
                 return compiled, compiled is not None and compiled._call_state is not None
             if judgement.verdict is build.Verdict.ADOPT:  # its own writes: same key digest

@@ -182,6 +182,26 @@ def test_env_read_by_the_trace_is_part_of_the_row(repo: Repo) -> None:
     assert repo.run("vadd", "vadd")["traces"] == 0
 
 
+def test_a_file_read_while_tracing_is_part_of_the_row(repo: Repo) -> None:
+    """A tuning file edited, nothing else touched: a new process traces (it was served the
+    old row, whose IR multiplies by the old factor) and its IR is what FlyDSL's fresh trace
+    gives; a strict process names the file; the same bytes again serve the first row."""
+    tuned = repo.root / repo.name / "tuned.json"
+    original = tuned.read_bytes()
+    first = repo.run("tuned", "tuned_launch", "--fresh-ir")
+    assert first["traces"] >= 1 and first["ir_key"] == first["fresh_ir"]
+    assert repo.run("tuned", "tuned_launch")["loaded"]
+    tuned.write_text('{"factor": 5.0}')
+    strict = repo.run("tuned", "tuned_launch", FLYDEPS_AOT="strict")
+    assert strict["error"] == "AotMissError"
+    assert f"file {tuned} (read by the shipped trace): contents b3:" in strict["message"], strict["message"]
+    edited = repo.run("tuned", "tuned_launch", "--fresh-ir")
+    assert not edited["loaded"] and edited["ir_key"] == edited["fresh_ir"] != first["ir_key"]
+    tuned.write_bytes(original)  # the first contents: the first row serves
+    back = repo.run("tuned", "tuned_launch", "--fresh-ir")
+    assert back["loaded"] and back["ir_key"] == back["fresh_ir"] == first["ir_key"]
+
+
 def test_a_trace_that_asks_flydsl_for_the_arch_holds_wherever_the_answer_is_the_same(
     repo: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -122,6 +122,74 @@ def test_env_read_by_a_cached_factory_inside_the_trace(fdk, monkeypatch) -> None
         assert traced and after != before
 
 
+# --- files the trace reads, modules it imports first ----------------------------------------
+
+
+def test_a_file_and_a_listing_read_while_tracing_are_rechecked(fdk, caplog) -> None:
+    """A tuning file read by a helper while tracing is baked into the IR: editing it must
+    retrace (FlyDSL 0.5's re-trace sees it; a cache keyed by code alone served the old IR),
+    rewriting the same bytes must not, and a config added to a listed directory must."""
+    mod = fdk.module("tuned")
+    args = (torch.zeros(N), torch.zeros(N), torch.zeros(N), N)
+    first, traced = check(mod.tuned_launch, *args)
+    assert traced and check(mod.tuned_launch, *args) == (first, False)
+    tuned = fdk.root / fdk.name / "tuned.json"
+    tuned.write_text('{"factor": 3.0}')
+    with caplog.at_level(logging.INFO, logger="flydsl_runtime"):
+        edited, traced = check(mod.tuned_launch, *args)
+    assert traced and edited != first
+    assert f"file {tuned} (read by the trace): contents b3:" in caplog.text
+    tuned.write_text('{"factor": 3.0}')  # the same bytes again
+    assert check(mod.tuned_launch, *args) == (edited, False)
+    (fdk.root / fdk.name / "tuned_configs" / "gfx950.json").write_text("{}")
+    listed, traced = check(mod.tuned_launch, *args)
+    assert traced and listed not in (first, edited)
+    (entry,) = [e for e in mod.tuned_launch.entries() if e.ir_key == listed]
+    assert sorted(n for n, _v in entry.env_reads.values if n.startswith("=")) == [
+        f"=file:{tuned}",
+        f"=listdir:{fdk.root / fdk.name / 'tuned_configs'}",
+    ]  # nothing FlyDSL or the import system read: only the helpers' files
+
+
+_ABSOLUTE_IMPORT = """\
+import flydsl.expr as fx
+
+import flydsl_runtime.flyc as flyc
+
+
+def lazy_factor():
+    import {package}.tuned_lazy  # first imported by the first trace
+
+    return {package}.tuned_lazy.FACTOR
+
+
+@flyc.kernel
+def lazy_kernel(a: fx.Tensor, c: fx.Tensor):
+    tid = fx.thread_idx.x + fx.block_idx.x * 64
+    c[tid] = a[tid] * lazy_factor()
+
+
+@flyc.jit
+def lazy_launch(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
+    lazy_kernel(a, c).launch(grid=(n // 64, 1, 1), block=(64, 1, 1))
+"""
+
+
+def test_a_module_the_trace_imports_first_costs_one_more_trace_not_one_per_call(fdk, traces) -> None:
+    """``import pkg.x`` inside a helper: before the first trace the module is not loaded (an
+    unresolved name), after it, it is; that trace is not kept. Every later call used to trace
+    again (the guard does not watch ``sys.modules``). ``from . import x`` was already fine:
+    the guard watches the package's namespace, which the import adds ``x`` to."""
+    (fdk.root / fdk.name / "tuned_absolute.py").write_text(_ABSOLUTE_IMPORT.format(package=fdk.name))
+    mod = fdk.module("tuned_absolute")
+    args = _args()
+    mod.lazy_launch(*args)  # traces, imports the module, is not kept
+    assert traces == ["lazy_launch"] and not mod.lazy_launch.entries()
+    assert check(mod.lazy_launch, *args)[1] is True  # traces once more, against the new state: kept
+    assert check(mod.lazy_launch, *args)[1] is False
+    assert check(mod.lazy_launch, *args)[1] is False
+
+
 # --- 7.2: the target is FlyDSL's own, and arch queries inside the trace are reads ----------
 
 _SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")

@@ -1,0 +1,281 @@
+"""Files and directory listings a build reads: recorded while it runs, re-checked after.
+
+Contract
+--------
+While a recording of :mod:`flydeps._environ` is active in a thread, every regular file that
+thread opens for reading and every directory it lists is noted as a *derived read* of the
+build (names start with ``=``, which no environment variable's can):
+
+* ``=file:PATH`` -> ``"b3:<blake3 of the bytes>"``, ``None`` when the file is absent,
+  ``"unreadable:<errno>"`` when it cannot be read;
+* ``=listdir:PATH`` -> ``"b3:<blake3 of the sorted names>"``, ``None`` when absent.
+
+PATH is the path as the build gave it (``str`` or ``os.fsdecode`` of ``bytes``): a relative
+path is re-read relative to the working directory of the process that checks, as the build
+would read it there. Seen through CPython's ``open``, ``os.listdir`` and ``os.scandir`` audit
+events: ``open()``, ``io.open``, ``os.open``, ``pathlib`` reads, ``json.load(open(...))``,
+``numpy.load(path)``, ``glob``, ``Path.iterdir``.
+
+Not noted, because the key holds them otherwise or they are not inputs:
+
+* opens for writing, opens of anything but a regular file (directories, devices, pipes);
+* files and directories the build itself created or emptied before reading them (``w``/``x``
+  opens, ``O_TRUNC``, ``O_CREAT | O_EXCL``, ``os.mkdir``: a temporary file written and read
+  back, ``tempfile.mkdtemp``): what it reads there is its own output. A file it appended
+  to or rewrote in place (``a``, ``r+``) stays an input;
+* the import system's reads (``importlib._bootstrap`` on the stack): a module's code is
+  walked by the fingerprint;
+* reads by flydeps, flydsl_runtime and FlyDSL themselves (their caches, locks, the source
+  FlyDSL re-reads for locations): their behaviour is keyed by their versions. A read is
+  attributed to the nearest calling frame that is user code or one of these, walking
+  through the standard library and other libraries (``numpy.load(path)`` called by a
+  kernel is the kernel's read);
+* files under library directories (stdlib, site-packages), unless they belong to a package
+  named in ``FLYDEPS_USER_PACKAGES``: counted by their distribution (its version and RECORD);
+* opens by file descriptor (``open(fd)``) and relative to one (``os.open(name, dir_fd=fd)``:
+  the audit event does not carry ``dir_fd``; documented in docs/guarantees.md).
+
+Values are computed when the build opens the file (before it reads). Re-checks
+(:meth:`flydeps._environ.EnvReads.holds`, :func:`flydeps._environ.current`) ``stat`` the path
+and digest the bytes again only when its identity moved (device, inode, size, mode,
+modification and change times); an identity less than :data:`_RACY_NS` old is never
+trusted (file times are coarser than writes: "racy git"). An entry whose build read files
+pays one ``stat`` per file per check; others pay nothing.
+
+The events come from flydeps' one audit hook (:mod:`flydeps._audit`), asked for on the
+first recording (audit hooks cannot be removed); other events pay nothing here.
+``FLYDEPS_AUDIT_HOOK=0`` never installs it: file reads are then not recorded
+(docs/guarantees.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from blake3 import blake3
+
+from . import _audit, _environ, _origin
+
+__all__ = ["FILE", "LISTDIR", "evaluator", "install", "label"]
+
+FILE = "=file:"
+LISTDIR = "=listdir:"
+# Packages whose own file reads are not inputs of a build (keyed by their versions).
+_MACHINERY = frozenset({"flydeps", "flydsl_runtime", "flydsl"})
+_IMPORT_SYSTEM = "importlib._bootstrap"
+# An identity younger than this is re-digested on every check: a write within one tick of
+# the file-system clock keeps size and times.
+_RACY_NS = 50_000_000
+_CHUNK = 1 << 20
+_WRITE_MODES = frozenset("wax+")
+
+_local = threading.local()
+
+
+def install() -> bool:
+    """Have flydeps' audit hook send the file events here (idempotent); False when
+    ``FLYDEPS_AUDIT_HOOK=0``."""
+    return _audit.forward_file_events(_received)
+
+
+def _received(event: str, args: tuple) -> None:
+    """An ``open``/``os.listdir``/``os.scandir`` event, from :func:`flydeps._audit._hook`."""
+    if not _environ._active:
+        return
+    recorders = _environ._recorders()
+    if not recorders or getattr(_local, "busy", False):
+        return
+    _local.busy = True
+    try:
+        with _environ.paused():  # what deciding reads (sysconfig on first use) is not the build's
+            if event == "open":
+                made = _made_by_open(args)
+                noted = _opened(args) if made is None else None
+            elif event == "os.mkdir":
+                made, noted = _name(args[0] if args else None), None
+            else:
+                path = args[0] if args else None
+                made, noted = None, _listed("." if path is None else path)
+        if made is not None:
+            made = os.path.abspath(made)
+            for rec in recorders:
+                rec._made.add(made)
+        elif noted is not None:
+            mine = os.path.abspath(noted[0].partition(":")[2])
+            for rec in recorders:
+                if mine not in rec._made:
+                    rec._note(*noted)
+    except Exception:  # noqa: BLE001 - an audit hook must never break the build's own open
+        pass
+    finally:
+        _local.busy = False
+
+
+def _made_by_open(args: tuple) -> str | None:
+    """The path of an open that creates or empties a file (``w``, ``x``, ``O_TRUNC``,
+    ``O_CREAT | O_EXCL``): what the build reads there later is its own output."""
+    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    if type(mode) is str:
+        fresh = "w" in mode or "x" in mode
+    elif type(flags) is int:
+        fresh = bool(flags & getattr(os, "O_TRUNC", 0)) or (
+            flags & (os.O_CREAT | os.O_EXCL) == (os.O_CREAT | os.O_EXCL)
+        )
+    else:
+        fresh = False
+    return _name(path) if fresh else None
+
+
+def _opened(args: tuple) -> tuple[str, str | None] | None:
+    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    if type(mode) is str:
+        if not _WRITE_MODES.isdisjoint(mode):
+            return None
+    elif type(flags) is int:
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & getattr(os, "O_CREAT", 0):
+            return None
+    name = _name(path)
+    if name is None or not _attributed() or _library_file(name):
+        return None
+    try:
+        st = os.stat(name)
+    except OSError as error:
+        return (FILE + name, _absent_or_unreadable(error))
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (FILE + name, _file_value(name))
+
+
+def _listed(path: object) -> tuple[str, str | None] | None:
+    name = _name(path)
+    if name is None or not _attributed() or _library_file(name):
+        return None
+    return (LISTDIR + name, _listing_value(name))
+
+
+def _name(path: object) -> str | None:
+    """The path as the build gave it, or None for a descriptor (not named by a path)."""
+    if type(path) is str:
+        return path
+    if type(path) is bytes:
+        return os.fsdecode(path)
+    if isinstance(path, os.PathLike):
+        text = os.fspath(path)
+        return text if type(text) is str else os.fsdecode(text)
+    return None
+
+
+def _attributed() -> bool:
+    """True when the nearest calling frame that decides is user code (see the module
+    docstring): frames of the standard library and other libraries are walked through."""
+    hook = _audit._hook.__code__
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code is not hook:  # up to the audit hook: ours
+        frame = frame.f_back
+    frame = frame.f_back if frame is not None else None  # the frame that opened or listed
+    while frame is not None:
+        module = frame.f_globals.get("__name__")
+        if type(module) is str:
+            if module == _IMPORT_SYSTEM:
+                return False
+            if module.partition(".")[0] in _MACHINERY:
+                return False
+            if not _origin.is_external_module(module):
+                return True
+        frame = frame.f_back
+    return True
+
+
+def _library_file(name: str) -> bool:
+    """True for a file under a library directory (stdlib, site-packages) that belongs to no
+    package named in ``FLYDEPS_USER_PACKAGES``."""
+    real = os.path.realpath(name)
+    inside = [d for d in _origin._library_dirs() if real.startswith(d)]
+    if not inside:
+        return False
+    directory = max(inside, key=len)  # site-packages, not the stdlib directory holding it
+    return real[len(directory) :].partition(os.sep)[0] not in _origin._USER_PACKAGES
+
+
+def _absent_or_unreadable(error: OSError) -> str | None:
+    return None if isinstance(error, (FileNotFoundError, NotADirectoryError)) else f"unreadable:{error.errno}"
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _settled(st: os.stat_result) -> bool:
+    """True when the file's times are old enough that a later write moves them."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS
+
+
+def _file_value(name: str) -> str | None:
+    h = blake3()
+    try:
+        with open(name, "rb") as file:  # our own read: flydeps' frame, never noted
+            while chunk := file.read(_CHUNK):
+                h.update(chunk)
+    except OSError as error:
+        return _absent_or_unreadable(error)
+    return "b3:" + h.hexdigest()
+
+
+def _listing_value(name: str) -> str | None:
+    try:
+        names = sorted(os.fsencode(n) for n in os.listdir(name))
+    except OSError as error:
+        return _absent_or_unreadable(error)
+    return "b3:" + blake3(b"\0".join(names)).hexdigest()
+
+
+def evaluator(name: str) -> Callable[[], str | None]:
+    """``evaluate()`` of the derived read ``name`` (``=file:...`` or ``=listdir:...``): its
+    value now, memoized on the path's identity (see the module docstring)."""
+    if name.startswith(FILE):
+        path, regular_only = name[len(FILE) :], True
+    elif name.startswith(LISTDIR):
+        path, regular_only = name[len(LISTDIR) :], False
+    else:
+        raise ValueError(f"not a file read: {name!r}")
+    memo: list[tuple[tuple[int, ...] | None, str | None]] = [(None, None)]
+
+    def evaluate() -> str | None:
+        try:
+            st = os.stat(path)
+        except OSError as error:
+            return _absent_or_unreadable(error)
+        if regular_only and not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        identity = _identity(st)
+        known, value = memo[0]
+        if known == identity:
+            return value
+        with _environ.paused():
+            value = _file_value(path) if regular_only else _listing_value(path)
+        memo[0] = (identity if _settled(st) else None, value)
+        return value
+
+    return evaluate
+
+
+def label(name: str) -> str:
+    """``file PATH`` / ``directory listing PATH``."""
+    if name.startswith(FILE):
+        return f"file {name[len(FILE) :]}"
+    return f"directory listing {name[len(LISTDIR) :]}"
+
+
+def shown(value: str | None) -> str:
+    """A recorded value for messages: ``contents b3:1a2b3c4d5e6f``, ``<absent>``, ..."""
+    if value is None:
+        return "<absent>"
+    if value.startswith("b3:"):
+        return f"contents {value[:15]}"
+    return value
