@@ -56,5 +56,10 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+# The rules by which a key covers a build (discovery, digests, recorded inputs such as the
+# files a trace reads): bumped with every change to them, so a persistent row made under
+# other rules never serves, even at the same __version__ (a row made before a fix would
+# otherwise keep serving what the fix now covers). 1: every row before it (no number).
+KEY_FORMAT = 2
 
 logging.getLogger("flydeps").addHandler(logging.NullHandler())

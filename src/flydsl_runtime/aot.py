@@ -219,8 +219,12 @@ def differences(
         names = ("FlyDSL", "flydeps", "Python")
         for label, a, b in zip(names, shipped.get("versions") or ("?",) * 3, now.get("versions") or ("?",) * 3):
             if a != b:
-                reasons.append(f"{label} {a} -> {b}")
+                why = _FLYDEPS_RULES if label == "flydeps" else ""
+                reasons.append(f"{label} {a} -> {b}{why}")
     return tuple(reasons)
+
+
+_FLYDEPS_RULES = " (rows are keyed by the rules of the flydeps that made them: rebuild them)"
 
 
 @dataclass(frozen=True)

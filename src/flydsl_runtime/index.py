@@ -26,7 +26,8 @@ bits), the resolved target (backend, arch, warp size; never a device id), the co
 by effect (:mod:`.envkey`), the compile hints, a bound instance's class and
 ``__cache_signature__()`` (without one: the digest of the instance's state, see
 ``Launcher._persistent_key``; ``detail`` then also holds each attribute's digest), the
-FlyDSL and flydeps versions and the Python minor version. It is ``None`` — the call is
+FlyDSL version, flydeps' version and key format (:func:`flydeps_identity`) and the Python
+minor version. It is ``None`` — the call is
 never persisted, it traces in each new process — when a part has no name that is the same
 across processes: a type defined in a function (``<locals>``) or in user code among the
 argument signatures, a value of another type, a digest that includes source positions
@@ -238,21 +239,28 @@ _VERSIONS: tuple[str, str, str] | None = None
 
 
 def _versions() -> tuple[str, str, str]:
-    """(FlyDSL's ``__version__``, flydeps' ``__version__``, Python ``X.Y``): module
-    attributes, read once; distribution metadata only for a FlyDSL without ``__version__``."""
+    """(FlyDSL's ``__version__``, flydeps' identity (:func:`flydeps_identity`), Python
+    ``X.Y``): read once; distribution metadata only for a FlyDSL without ``__version__``."""
     global _VERSIONS
     if _VERSIONS is None:
         import flydsl
 
-        import flydeps
-
         flydsl_version = getattr(flydsl, "__version__", None)
         _VERSIONS = (
             flydsl_version if isinstance(flydsl_version, str) else _distribution_version("flydsl"),
-            flydeps.__version__,
+            flydeps_identity(),
             f"{sys.version_info[0]}.{sys.version_info[1]}",
         )
     return _VERSIONS
+
+
+def flydeps_identity() -> str:
+    """``0.1.0 keys 2``: flydeps' version and :data:`flydeps.KEY_FORMAT`, the rules its keys
+    were made by. Not its installed files: its C extensions, built per machine from a source
+    distribution, differ in bytes while computing the same keys."""
+    import flydeps
+
+    return f"{flydeps.__version__} keys {flydeps.KEY_FORMAT}"
 
 
 def key_parts(

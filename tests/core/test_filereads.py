@@ -235,13 +235,30 @@ def test_what_the_build_wrote_and_reads_back_is_its_own_output(tmp_path: Path) -
 
 
 @needs_hook
-def test_a_read_made_through_libraries_is_the_callers_and_one_made_by_flydeps_is_not(tmp_path: Path) -> None:
+def test_a_read_made_through_libraries_is_the_callers_and_one_made_by_flydeps_is_not(tmp_path: Path, pkg) -> None:
     data = tmp_path / "data.txt"
     data.write_text("x")
     with recording() as rec:
         Path(data).read_bytes()  # pathlib, io: standard library frames between the caller and open
         _filereads._file_value(str(tmp_path / "data.txt"))  # flydeps' own read (its frame opens)
     assert list(_files(rec.reads())) == [f"=file:{data}"]
+    # Package data, the way kernel packages ship tuning tables: through the import system's
+    # loaders (importlib._bootstrap_external, not an import), by the caller's request.
+    table = pkg.root / pkg.name / "table.json"
+    table.write_text("{}")
+    import importlib
+    import importlib.resources
+    import pkgutil
+
+    importlib.invalidate_caches()
+    importlib.import_module(pkg.name)
+
+    with recording() as rec:
+        pkgutil.get_data(pkg.name, "table.json")
+    assert list(_files(rec.reads())) == [f"=file:{table}"]
+    with recording() as rec:
+        importlib.resources.files(pkg.name).joinpath("table.json").read_text()
+    assert list(_files(rec.reads())) == [f"=file:{table}"]
 
 
 @needs_hook

@@ -2,7 +2,7 @@
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
     python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16]
-        [--fresh-ir] [--first OTHER]
+        [--fresh-ir] [--first OTHER] [--key-format N]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool, ...}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry,
@@ -13,7 +13,8 @@ answers (``rocm_arch``); when the call raises,
 IR key from a fresh trace of the same call, made after it (the oracle). ``--wait-file``: spin until F exists
 before calling (two children started together then call at about the same time).
 ``--first OTHER``: call launcher OTHER of the same module first (its trace's writes stay;
-its traces count in ``traces``).
+its traces count in ``traces``). ``--key-format N``: run as a flydeps whose
+``KEY_FORMAT`` is N.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def main() -> int:
 
     logging.getLogger("flydsl_runtime").addHandler(Keep())
     logging.getLogger("flydsl_runtime").setLevel(logging.INFO)
+    if "--key-format" in sys.argv:  # a flydeps whose keys follow other rules (an older one)
+        import flydeps
+
+        flydeps.KEY_FORMAT = int(sys.argv[sys.argv.index("--key-format") + 1])
     import torch
 
     launch_module = importlib.import_module(f"{package}.{module}")

@@ -814,7 +814,7 @@ launch(torch.zeros(64))
 """
 
 
-@pytest.mark.parametrize("arch", ["gfx942", "gfx1201", "gfx9499", "gfx94"])
+@pytest.mark.parametrize("arch", ["gfx942", "gfx9499", "gfx94"])  # known; unknown to LLVM; refused by MLIR
 def test_the_compiler_probe_agrees_with_a_real_compile(tmp_path: Path, rocm_root: Path, arch: str) -> None:
     """The oracle: a kernel that loads and stores, compiled for the arch by FlyDSL in a new
     process, succeeds exactly for the arches the probe does not report."""

@@ -190,7 +190,6 @@ def test_a_file_read_while_tracing_is_part_of_the_row(repo: Repo) -> None:
     original = tuned.read_bytes()
     first = repo.run("tuned", "tuned_launch", "--fresh-ir")
     assert first["traces"] >= 1 and first["ir_key"] == first["fresh_ir"]
-    assert repo.run("tuned", "tuned_launch")["loaded"]
     tuned.write_text('{"factor": 5.0}')
     strict = repo.run("tuned", "tuned_launch", FLYDEPS_AOT="strict")
     assert strict["error"] == "AotMissError"
@@ -200,6 +199,24 @@ def test_a_file_read_while_tracing_is_part_of_the_row(repo: Repo) -> None:
     tuned.write_bytes(original)  # the first contents: the first row serves
     back = repo.run("tuned", "tuned_launch", "--fresh-ir")
     assert back["loaded"] and back["ir_key"] == back["fresh_ir"] == first["ir_key"]
+
+
+def test_a_row_made_under_other_key_rules_never_serves(repo: Repo) -> None:
+    """A row made by a flydeps whose keys followed other rules (an older one, whose rows do
+    not record the files a trace read) must not serve a flydeps that would have keyed the
+    trace otherwise, even at the same version; a strict process names the difference."""
+    import flydeps
+
+    older = repo.run("tuned", "tuned_launch", "--key-format", str(flydeps.KEY_FORMAT - 1))
+    assert older["traces"] >= 1 and len(repo.rows()) == 1
+    strict = repo.run("tuned", "tuned_launch", FLYDEPS_AOT="strict")
+    assert strict["error"] == "AotMissError"
+    assert (
+        f"flydeps {flydeps.__version__} keys {flydeps.KEY_FORMAT - 1} -> {flydeps.__version__} keys "
+        f"{flydeps.KEY_FORMAT} (rows are keyed by the rules of the flydeps that made them: rebuild them)"
+    ) in strict["message"], strict["message"]
+    now = repo.run("tuned", "tuned_launch")
+    assert not now["loaded"] and now["traces"] >= 1 and len(repo.rows()) == 2
 
 
 def test_a_trace_that_asks_flydsl_for_the_arch_holds_wherever_the_answer_is_the_same(
