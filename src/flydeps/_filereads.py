@@ -50,6 +50,7 @@ first recording (audit hooks cannot be removed); other events pay nothing here.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import sys
@@ -85,7 +86,10 @@ def install() -> bool:
 
 
 def _received(event: str, args: tuple) -> None:
-    """An ``open``/``os.listdir``/``os.scandir`` event, from :func:`flydeps._audit._hook`."""
+    """An ``open``/``os.listdir``/``os.scandir``/``os.mkdir`` event, from
+    :func:`flydeps._audit._hook`. A failure here never reaches the build's own call: its
+    recordings get a read that never holds instead (their entries are rebuilt, never
+    stale), and one warning names the error."""
     if not _environ._active:
         return
     recorders = _environ._recorders()
@@ -111,10 +115,24 @@ def _received(event: str, args: tuple) -> None:
             for rec in recorders:
                 if mine not in rec._made:
                     rec._note(*noted)
-    except Exception:  # noqa: BLE001 - an audit hook must never break the build's own open
-        pass
+    except Exception as error:  # noqa: BLE001 - an audit hook must never break the build's own open
+        for rec in recorders:
+            rec._note(_UNRECORDED, "unrecorded")
+        if not _warned:
+            _warned.append(error)
+            logging.getLogger("flydeps").warning(
+                "flydeps: a file read by a build could not be recorded (%s: %s); the entries of builds it "
+                "happened in are rebuilt on every call, never served stale. Please report it to flydeps.",
+                type(error).__name__,
+                error,
+            )
     finally:
         _local.busy = False
+
+
+# Noted when recording failed: a path that never exists, so the read never holds.
+_UNRECORDED = FILE + "<flydeps: a file read that could not be recorded>"
+_warned: list[BaseException] = []
 
 
 def _made_by_open(args: tuple) -> str | None:

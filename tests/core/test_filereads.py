@@ -280,6 +280,25 @@ def test_a_read_inside_a_nested_build_is_a_read_of_the_outer_one(tmp_path: Path)
     assert outer() == 6  # the inner hit re-checks the file, and the outer entry read it too
 
 
+@needs_hook
+def test_a_read_that_cannot_be_recorded_makes_the_entry_rebuild_never_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+
+    def broken(args: tuple) -> None:
+        raise RuntimeError("recording broke")
+
+    monkeypatch.setattr(_filereads, "_opened", broken)
+    monkeypatch.setattr(_filereads, "_warned", [])
+    with caplog.at_level("WARNING", logger="flydeps"), recording() as rec:
+        assert data.read_text() == "x"  # the build's own read goes on
+    reads = rec.reads()
+    assert list(_files(reads)) == [_filereads._UNRECORDED] and not reads.holds()
+    assert "a file read by a build could not be recorded (RuntimeError: recording broke)" in caplog.text
+
+
 def test_labels_and_values_for_messages(tmp_path: Path) -> None:
     name = f"=file:{tmp_path}/x.json"
     assert _environ.label(name) == f"file {tmp_path}/x.json"
