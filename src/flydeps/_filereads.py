@@ -269,6 +269,8 @@ def evaluator(name: str) -> Callable[[], str | None]:
             st = os.stat(path)
         except OSError as error:
             return _absent_or_unreadable(error)
+        except ValueError:  # a NUL in a name no build could have opened (a damaged index row)
+            return "unreadable:invalid path"
         if regular_only and not stat.S_ISREG(st.st_mode):
             return "not a regular file"
         identity = _identity(st)

@@ -313,6 +313,10 @@ def test_labels_and_values_for_messages(tmp_path: Path) -> None:
     assert _environ.current(f"=file:{tmp_path}/d.json") == "not a regular file"
     with pytest.raises(ValueError, match="not a file read"):
         _filereads.evaluator("=get_rocm_arch()")
+    # A read no build could have made (a damaged persistent row): never holds, never raises.
+    damaged = _environ.EnvReads((("=file:a\0b", "b3:00"), ("=listdir:c\0d", None)))
+    assert not damaged.holds()
+    assert _environ.current("=file:a\0b") == _environ.current("=listdir:c\0d") == "unreadable:invalid path"
 
 
 def test_with_the_audit_hook_off_file_reads_are_not_recorded(tmp_path: Path) -> None:
