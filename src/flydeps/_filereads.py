@@ -73,7 +73,6 @@ _IMPORT_SYSTEM = "importlib._bootstrap"
 # An identity younger than this is re-digested on every check: a write within one tick of
 # the file-system clock keeps size and times.
 _RACY_NS = 50_000_000
-_CHUNK = 1 << 20
 _WRITE_MODES = frozenset("wax+")
 
 _local = threading.local()
@@ -222,7 +221,9 @@ def _library_file(name: str) -> bool:
 
 
 def _absent_or_unreadable(error: OSError) -> str | None:
-    return None if isinstance(error, (FileNotFoundError, NotADirectoryError)) else f"unreadable:{error.errno}"
+    if isinstance(error, (FileNotFoundError, NotADirectoryError)):
+        return None
+    return f"unreadable:{error.errno if error.errno is not None else type(error).__name__}"
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -235,14 +236,10 @@ def _settled(st: os.stat_result) -> bool:
 
 
 def _file_value(name: str) -> str | None:
-    h = blake3()
-    try:
-        with open(name, "rb") as file:  # our own read: flydeps' frame, never noted
-            while chunk := file.read(_CHUNK):
-                h.update(chunk)
+    try:  # blake3 maps and reads the file itself (no Python open: no audit event)
+        return "b3:" + blake3().update_mmap(name).hexdigest()
     except OSError as error:
         return _absent_or_unreadable(error)
-    return "b3:" + h.hexdigest()
 
 
 def _listing_value(name: str) -> str | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flydeps import _environ, _filereads, cached_factory
+from flydeps import _environ, _filereads, _memofile, cached_factory
 from flydeps._environ import recording
 
 needs_hook = pytest.mark.skipif(not _filereads._audit.ENABLED, reason="FLYDEPS_AUDIT_HOOK=0 in this run")
@@ -238,9 +238,11 @@ def test_what_the_build_wrote_and_reads_back_is_its_own_output(tmp_path: Path) -
 def test_a_read_made_through_libraries_is_the_callers_and_one_made_by_flydeps_is_not(tmp_path: Path, pkg) -> None:
     data = tmp_path / "data.txt"
     data.write_text("x")
+    other = tmp_path / "memo"
+    other.write_text("not a memo")
     with recording() as rec:
         Path(data).read_bytes()  # pathlib, io: standard library frames between the caller and open
-        _filereads._file_value(str(tmp_path / "data.txt"))  # flydeps' own read (its frame opens)
+        _memofile.read_file(other, "kind", "key")  # flydeps' own read: its frame calls os.open
     assert list(_files(rec.reads())) == [f"=file:{data}"]
     # Package data, the way kernel packages ship tuning tables: through the import system's
     # loaders (importlib._bootstrap_external, not an import), by the caller's request.
