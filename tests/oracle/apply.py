@@ -5,7 +5,8 @@ Contract
 :func:`applied` is a context manager: on entry it applies the mutation to the package copy
 ``pkg`` (a :class:`~worker.PackageCopy`) and yields the keyword arguments the caller's next
 call passes (``{}`` unless the mutation is a call-argument change); on exit it restores what
-it changed: the file's exact old bytes (and reloads the module), the attribute / default /
+it changed: the file's exact old bytes (and reloads the module), a data file's exact old
+bytes (or its absence: no module is reloaded, the trace reads it), the attribute / default /
 cell / ``__code__`` / dict item it replaced, the environment variable's previous value or
 absence. Variant functions (monkeypatch and ``__code__`` swap) are compiled from the
 function's source with its first semantic edit applied, written to a file of their own
@@ -188,6 +189,9 @@ def applied(m: Mutation, pkg: object) -> Iterator[dict]:
     elif m.op == "other":
         pkg.call_other(p[0], p[1])  # type: ignore[attr-defined]
         yield {}
+    elif m.op == "data":
+        with pkg.data_edited(p[0], p[1]):  # type: ignore[attr-defined]
+            yield {}
     else:
         assert module is not None, f"{m.op} mutations name a module"
         with _live(m, module, p, pkg):

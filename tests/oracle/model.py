@@ -45,6 +45,7 @@ OPS = (
     "env",  # payload: [name, value]; set an environment variable
     "args",  # payload: [param, value-spec]; the caller passes another argument
     "other",  # payload: [subject, width]; another managed launcher traces first
+    "data",  # payload: [relpath, new text or null]; rewrite, create or remove a data file of the package
 )
 
 

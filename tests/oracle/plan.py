@@ -8,8 +8,10 @@ the live mutations of :mod:`live`, the environment variables the package reads w
 tracing (found in its source) plus FlyDSL's code-gen and target selectors and one unrelated
 variable, the ``fx.Constexpr[float]`` argument changes (``0.0 -> -0.0``, ``NaN -> NaN``, the
 a few float32 steps up, ``int -> float``), an explicit ``stream`` where callers omit it, a trace of
-another managed launcher sharing the helpers, and cosmetic edits under
-``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``. The control subject gets only the semantic changes
+another managed launcher sharing the helpers, cosmetic edits under
+``FLYDSL_DEBUG_ENABLE_DEBUG_INFO=1``, and edits of the data files its helpers read while
+tracing (:func:`_data`: a value, a reformat, the same bytes again, a removal, a new table in
+the listed directory). The control subject gets only the semantic changes
 of the helper its kernel reaches through a computed ``getattr`` (kinds ``control: ...``).
 The order is deterministic; :func:`fast_subset` picks a stratified sample
 (every kind represented) for CI.
@@ -22,6 +24,7 @@ import dataclasses
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -115,6 +118,96 @@ def _args(subject: Subject) -> list[Mutation]:
     return out
 
 
+def _leaves(value: object, path: tuple = ()) -> Iterator[tuple[tuple, int | float]]:
+    """``(path, number)`` of every numeric leaf of a JSON document."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield path, value
+
+
+def _with(document: object, path: tuple, value: object) -> object:
+    """A copy of ``document`` with the leaf at ``path`` replaced."""
+    if not path:
+        return value
+    copy = dict(document) if isinstance(document, dict) else list(document)  # type: ignore[call-overload]
+    copy[path[0]] = _with(copy[path[0]], path[1:], value)
+    return copy
+
+
+def _json_text(document: object) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _data(subject: Subject, root: Path) -> list[Mutation]:
+    """Edits of the data files the subject's helpers may read while tracing (every JSON file
+    of its ``data`` directories): each numeric value, the file reformatted with the same
+    values, rewritten with the same bytes, removed; and a table added to the directory.
+    The files are written as :func:`_json_text` writes them, so a value edit changes
+    nothing else."""
+    out = []
+    for directory in subject.data:
+        files = sorted((root / directory).glob("*.json"))
+        for file in files:
+            rel, text = f"{directory}/{file.name}", file.read_text()
+            document = json.loads(text)
+            if _json_text(document) != text:
+                raise ValueError(
+                    f"{file}: write it as json.dumps(..., indent=2) plus a newline (value edits rewrite it so)"
+                )
+            for path, value in _leaves(document):
+                new = value + 1 if isinstance(value, int) else (value * 2 if value else 1.0)
+                where = f"{rel}:{'/'.join(map(str, path))}"
+                text_new = _json_text(_with(document, path, new))
+                out.append(
+                    Mutation(
+                        "data file: value edited",
+                        subject.name,
+                        "",
+                        "data",
+                        where,
+                        f"{value!r} -> {new!r}",
+                        (rel, text_new),
+                    )
+                )
+            compact = json.dumps(document, separators=(",", ":"))
+            out.append(
+                Mutation(
+                    "data file: reformatted, same values", subject.name, "", "data", rel, "compact JSON", (rel, compact)
+                )
+            )
+            out.append(
+                Mutation(
+                    "cosmetic: data file rewritten with the same bytes",
+                    subject.name,
+                    "",
+                    "data",
+                    rel,
+                    "same bytes, new mtime",
+                    (rel, text),
+                )
+            )
+            out.append(Mutation("data file: removed", subject.name, "", "data", rel, "deleted", (rel, None)))
+        if files:
+            added = f"{directory}/oracle_added.json"
+            out.append(
+                Mutation(
+                    "data file: a table added to the directory",
+                    subject.name,
+                    "",
+                    "data",
+                    added,
+                    f"a copy of {files[0].name}",
+                    (added, files[0].read_text()),
+                )
+            )
+    return out
+
+
 def _others(subject: Subject) -> list[Mutation]:
     if "memops" not in subject.reaches:
         return []
@@ -156,7 +249,7 @@ def build_plan(pkg: object) -> list[Mutation]:
         for short in subject.reaches:
             plan += _edits(subject, short, texts[short], names)
             plan += [Mutation(k, subject.name, short, op, w, d, p) for k, op, w, d, p in live[short]]
-        plan += _env(subject, texts) + _args(subject) + _others(subject)
+        plan += _env(subject, texts) + _args(subject) + _others(subject) + _data(subject, pkg.root)  # type: ignore[attr-defined]
     return plan + _control(texts, names, live)
 
 

@@ -6,8 +6,9 @@ A :class:`Subject` names one launcher of the real-world example package by modul
 attribute path (``"QUANT.launch"`` is a ``@flyc.jit`` method bound to a module-level
 instance), the call a caller makes (positional arguments built by :func:`call_args`, keyword
 arguments, defaults such as ``eps`` and ``stream`` omitted as callers omit them), the
-modules its trace can reach (mutations of other modules are not paired with it), and its
-``fx.Constexpr[float]`` parameters (the float-key mutations). The tensors are CPU
+modules its trace can reach (mutations of other modules are not paired with it), its
+``fx.Constexpr[float]`` parameters (the float-key mutations) and the directories of data
+files its helpers read while tracing (the data-file mutations). The tensors are CPU
 placeholders: FlyDSL compiles from them and, under ``COMPILE_ONLY=1``, never launches.
 
 :data:`CONTROL` is a subject whose helper is reached through a computed ``getattr`` -- a
@@ -34,6 +35,7 @@ class Subject:
     reaches: tuple[str, ...] = ()  # modules of the package the trace can read
     float_params: tuple[tuple[str, float], ...] = ()  # Constexpr[float] parameter -> value callers pass
     width_param: str | None = None  # a Constexpr[int] width parameter (other-launcher writes use it)
+    data: tuple[str, ...] = ()  # directories of the package whose files its helpers may read while tracing
 
 
 SUBJECTS: tuple[Subject, ...] = (
@@ -82,6 +84,16 @@ SUBJECTS: tuple[Subject, ...] = (
         (("n", ROWS),),
         reaches=("quant", "memops"),
         float_params=(("bias", 0.0),),
+    ),
+    Subject(
+        "tuned",
+        "tuned",
+        "tuned_scale",
+        (ROWS * WIDTH, ROWS * WIDTH),
+        (("rows", ROWS),),
+        reaches=("tuned", "memops"),
+        width_param="width",
+        data=("tuning",),
     ),
 )
 

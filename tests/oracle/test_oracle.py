@@ -137,3 +137,45 @@ def test_bad_arguments_exit_2_naming_the_argument(argv: list[str], message: str)
     proc = subprocess.run([*RUN, *argv], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_data_file_edits_change_one_value_each_and_restore_exactly(tmp_path: Path) -> None:
+    import json
+
+    from plan import _data
+    from subjects import BY_NAME
+    from worker import PackageCopy
+
+    pkg = PackageCopy(tmp_path)
+    try:
+        mutations = _data(BY_NAME["tuned"], pkg.root)
+        kinds = Counter(m.kind for m in mutations)
+        tables = sorted((pkg.root / "tuning").glob("*.json"))
+        assert len(tables) >= 2 and kinds["data file: a table added to the directory"] == 1
+        assert kinds["data file: removed"] == kinds["data file: reformatted, same values"] == len(tables)
+        for m in mutations:
+            rel, new = m.payload
+            path = pkg.root / rel
+            before = path.read_bytes() if path.exists() else None
+            if m.kind == "data file: value edited":  # exactly one leaf differs, formatted alike
+                old_doc, new_doc = json.loads(before or b""), json.loads(new)
+                flat = [(k, w, v[w]) for k, v in old_doc.items() for w in v]
+                assert sum(new_doc[k][w] != value for k, w, value in flat) == 1
+                assert json.dumps(new_doc, indent=2) + "\n" == new
+            elif m.kind.startswith("cosmetic:"):
+                assert new.encode() == before
+            with pkg.data_edited(rel, new):
+                assert (path.read_text() if path.exists() else None) == new
+            assert (path.read_bytes() if path.exists() else None) == before
+    finally:
+        pkg.drop()
+
+
+def test_a_data_file_the_plan_cannot_edit_exactly_is_named(tmp_path: Path) -> None:
+    from plan import _data
+    from subjects import BY_NAME
+
+    (tmp_path / "tuning").mkdir()
+    (tmp_path / "tuning" / "gfx942.json").write_text('{"4": {"scale": 0.5}}')  # not as json.dumps(indent=2) writes it
+    with pytest.raises(ValueError, match=r"gfx942\.json: write it as json\.dumps"):
+        _data(BY_NAME["tuned"], tmp_path)

@@ -25,7 +25,7 @@ restore must give the baseline IR again. Per mutation (:func:`run_one`):
 5. restore, and check a fresh trace gives the baseline IR again.
 
 With ``FLYDEPS_ORACLE_NEW_PROCESS=1`` (``run.py --new-process``), a mutation a new process
-can reproduce (a file edit, a reload, an environment variable, an argument) also runs in
+can reproduce (a file edit, a reload, an environment variable, an argument, a data file) also runs in
 two new processes (``worker.py fresh``): one on the unmutated copy before step 1, whose row
 is keyed by the state any new process has, and one after the mutation, which imports the
 edited copy, finds that index, makes the call and then its own fresh plain trace. Its IR
@@ -116,6 +116,26 @@ class PackageCopy:
             self._write(short, original)
             if self.path(short).read_bytes() != original:
                 raise AssertionError(f"{short}.py was not restored exactly")
+
+    @contextlib.contextmanager
+    def data_edited(self, rel: str, new: str | None) -> Iterator[None]:
+        """The package's data file ``rel`` holds ``new`` (None: removed); afterwards its exact
+        old bytes again, or its absence. No module is reloaded: the trace reads the file."""
+        path = self.root / rel
+        original = path.read_bytes() if path.exists() else None
+        if new is None:
+            path.unlink()
+        else:
+            path.write_text(new)
+        try:
+            yield
+        finally:
+            if original is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(original)
+            if (path.read_bytes() if path.exists() else None) != original:
+                raise AssertionError(f"{rel} was not restored exactly")
 
     @contextlib.contextmanager
     def reloaded(self, short: str) -> Iterator[None]:
@@ -272,7 +292,7 @@ _LOADED = "loaded from the persistent index"
 # Mutations a new process reproduces from the files and the environment alone (a file edit,
 # a reload, an environment variable, an argument): with FLYDEPS_ORACLE_NEW_PROCESS=1 each is
 # also run in a new process that imports the edited copy and finds the persistent index.
-NEW_PROCESS_OPS = frozenset({"edit", "reload", "env", "args"})
+NEW_PROCESS_OPS = frozenset({"edit", "reload", "env", "args", "data"})
 
 
 def _new_process(

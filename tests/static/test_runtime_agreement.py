@@ -26,6 +26,10 @@ the reasons below, derived from the edge that reaches it; anything else fails th
   SharedStorage``) read by a nested kernel through a closure cell: statically a class node
   digesting its body; the runtime sees the builder's nested code without cells (the body is
   in the builder's own digest on both sides).
+* ``static expression``: a module constant computed by an expression
+  (``TUNING = Path(__file__).resolve().parent / "tuning"``): statically the expression as
+  written and the names it reads (``external:pathlib.Path``, the module's ``__file__``); at
+  run time the value it produced, snapshotted (nothing it was computed from is read again).
 * ``below``: reached only through a node explained above.
 
 A root nested in a plain builder (``build_x.<locals>.kernel``) has no live object before the
@@ -125,6 +129,8 @@ def _reason(edge, mine: _View, other: _View, explained: dict[str, str]) -> str:
         return "decorator arguments"
     if edge.kind is EdgeKind.CLOSURE and "<locals>" in edge.dst and mine.graph.nodes[edge.dst].kind is NodeKind.CLASS:
         return "builder-local class"
+    if "static-expression" in mine.graph.nodes[src].tags and src in other.ids:
+        return "static expression"  # the expression's names; the other side read its value
     return ""
 
 

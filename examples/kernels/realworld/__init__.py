@@ -16,6 +16,9 @@ dependency key must see through (issue 7):
 * ``quant``: an fp8-quant-like kernel on buffer resources (``make_buffer_tensor``), held by a
   class whose ``@flyc.jit`` method launches a ``@flyc.kernel`` method; class attributes and
   instance attributes read while tracing.
+* ``tuned``: a launcher whose helper lists ``tuning/`` and ``json``-loads the table of the
+  target named by an environment variable (else ``default.json``) while tracing: the values
+  become IR constants, so the data files are inputs of the build.
 
 The oracle (``tests/oracle``) copies this package under a fresh name for every mutation, so
 nothing here is ever edited in place.
