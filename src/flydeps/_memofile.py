@@ -89,8 +89,11 @@ def private_dir(*dirs: Path) -> Path | None:
     be created (a read-only home: debug log only)."""
     for directory in dirs:
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            reason = unsafe_reason(directory)
+            try:
+                reason = unsafe_reason(directory)  # an existing directory: no failing mkdir first
+            except FileNotFoundError:
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                reason = unsafe_reason(directory)
         except OSError as exc:
             log.debug("running without the cache: cannot create %s: %s", directory, exc)
             return None
@@ -133,22 +136,38 @@ def read_file(path: str | os.PathLike[str], kind: str, key: str) -> bytes | None
     except OSError as exc:  # a symlink (O_NOFOLLOW), a directory, no permission
         log.debug("ignoring cache entry %s: %s", path, exc)
         return None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
             log.debug("ignoring cache entry %s: not a regular file or too large", path)
             return None
-        # Sized by fstat: read(MAX_ENTRY_BYTES + 1) would have CPython allocate (and then
-        # shrink) a 256 MiB buffer on every read (~30 us each, on a new process's first call).
-        # One byte more shows a file that grew since: then read on, to the same bound.
-        data = handle.read(info.st_size + 1)
-        if len(data) > info.st_size:
-            data += handle.read(MAX_ENTRY_BYTES + 1 - len(data))
+        data = _read_to(fd, info.st_size + 1)
+    finally:
+        os.close(fd)  # the descriptor alone: a file object costs ~15 µs to build and close
     first = header(kind, key)
     if not data.startswith(first) or len(data) > MAX_ENTRY_BYTES:
         log.debug("ignoring cache entry %s: stored for another key, kind or format", path)
         return None
     return data[len(first) :]
+
+
+def _read_to(fd: int, expected: int) -> bytes:
+    """The file's bytes to its end, at most ``MAX_ENTRY_BYTES + 1``: read in requests sized by
+    ``expected`` (its size from fstat, plus one), not by the bound (a read of the bound would
+    have CPython allocate, then shrink, a 256 MiB buffer: ~30 µs on a new process's first
+    call). One byte more than fstat said shows a file that grew since: then read on."""
+    limit = MAX_ENTRY_BYTES + 1
+    parts = []
+    total = 0
+    want = min(expected, limit)
+    while total < limit:
+        chunk = os.read(fd, want)
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+        want = min(max(want - len(chunk), 1 << 16), limit - total)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def write_file(path: str | os.PathLike[str], kind: str, key: str, body: bytes) -> bool:

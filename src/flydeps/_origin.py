@@ -33,7 +33,7 @@ from types import ModuleType
 
 from blake3 import blake3
 
-from . import _memofile, settings
+from . import _fsmeta, _memofile, settings
 
 __all__ = ["external_detail", "external_digest", "external_installed", "is_external_module", "PYTHON_DETAIL"]
 
@@ -527,7 +527,7 @@ def _real_path(file: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _real_dir(directory: str) -> str:
-    return os.path.realpath(directory)
+    return _fsmeta.real_path(directory)
 
 
 def is_external_module(name: str | None, module: ModuleType | None = None) -> bool:

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_bytebuf.h"
+
 #if PY_VERSION_HEX < 0x030A0000 || PY_VERSION_HEX >= 0x030E0000
 #error "flydeps._scanext is for CPython 3.10-3.13 (the tables of flydeps._opcodes)"
 #endif
@@ -174,33 +176,6 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     T.flags_ignored = flags_ignored;
     T.ready = 1;
     Py_RETURN_NONE;
-}
-
-/* A growable byte buffer. */
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int
-buf_put(Buf *b, const char *src, Py_ssize_t n)
-{
-    if (b->len + n > b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        char *data = PyMem_Realloc(b->data, (size_t)cap);
-        if (data == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
 }
 
 /* `lead` then the decimal digits of v (printf's %lld, without its cost: a token has several). */

@@ -64,7 +64,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -75,11 +75,17 @@ from blake3 import blake3
 
 from flydeps import settings
 from flydeps._environ import EnvReads, current
+from flydeps._fsmeta import file_states, real_path
 from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
 from flydeps.graph import Node, NodeKind
 
 from . import sqlitefile
+
+try:  # imported with the package, as its other extension: loading a library costs ~0.2 ms
+    from . import _capi  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler, another platform or interpreter): ctypes
+    _capi = None
 
 __all__ = [
     "INDEX_NAME",
@@ -180,11 +186,19 @@ def at(directory: Path) -> Iterator[None]:
         _path_override = saved
 
 
+# (cache root, its index path) of the last index_path(): a Path costs ~10 µs to build.
+_path_memo: tuple[str, Path] | None = None
+
+
 def index_path() -> Path:
+    global _path_memo
     if _path_override is not None:
         return _path_override
     base = settings.cache_root()
-    return Path(base) / INDEX_NAME
+    memo = _path_memo
+    if memo is None or memo[0] != base:
+        memo = _path_memo = (base, Path(base) / INDEX_NAME)
+    return memo[1]
 
 
 # --- the cross-process key ---------------------------------------------------------
@@ -357,7 +371,9 @@ def _connect(path: Path) -> sqlite3.Connection:
         if conn is not None:
             return conn
     if settings.can_write_file(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -443,7 +459,7 @@ def lookup(key: str) -> Row | None:
     """The first row of ``key`` whose environment reads hold now, or None (also on any
     failure of the store, after one warning)."""
     path = index_path()
-    if not path.exists():
+    if not os.path.exists(path):
         _check_root(path.parent)
         return None
     try:
@@ -763,10 +779,7 @@ def rocm_root() -> str:
         from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
 
         return str(_mlirDialectsFlyROCDL.rocm_path())
-    import ctypes
-
-    ref = function()
-    return ctypes.string_at(ref.data, ref.length).decode("utf-8", "surrogateescape") if ref.data else ""
+    return function().decode("utf-8", "surrogateescape")
 
 
 def rocm_path_setting() -> str:
@@ -793,34 +806,58 @@ def linker_problem() -> str | None:
     )
 
 
+_ROCM_ROOT_SYMBOL = "mlirFlyROCDLGetROCMPath"
+
+
 @functools.lru_cache(maxsize=1)
-def _rocm_root_function() -> Any:
-    """``MlirStringRef mlirFlyROCDLGetROCMPath(void)`` of FlyDSL's loaded C API library, or None."""
+def _rocm_root_function() -> Callable[[], bytes] | None:
+    """``MlirStringRef mlirFlyROCDLGetROCMPath(void)`` of FlyDSL's loaded C API library, as a
+    function returning the bytes it points to, or None: called through
+    :mod:`flydsl_runtime._capi` where it was built (~5 µs), else through ctypes (~0.4 ms of a
+    new process's first call: the library handle, the structure class)."""
     if os.name != "posix":
         return None
-    import ctypes
-
     from flydsl._mlir import _mlir_libs
+
+    directory = os.path.dirname(_mlir_libs.__file__)
+    names = sorted(n for n in os.listdir(directory) if n.startswith("libFlyPythonCAPI.so"))
+    libraries = [os.path.join(directory, name) for name in names]
+    for path in libraries:
+        if _capi is not None:  # RTLD_NOLOAD: only the copy this process already runs
+            if _capi.string_ref(path, _ROCM_ROOT_SYMBOL) is not None:
+                return functools.partial(_capi.string_ref, path, _ROCM_ROOT_SYMBOL)
+            continue
+        function = _ctypes_string_ref(path, _ROCM_ROOT_SYMBOL)
+        if function is not None:
+            return function
+    return None
+
+
+def _ctypes_string_ref(path: str, symbol: str) -> Callable[[], bytes] | None:
+    """``MlirStringRef symbol(void)`` of the library at ``path`` (if already loaded) through
+    ctypes, as a function returning its bytes; None where it is not loaded or lacks it."""
+    import ctypes
 
     class StringRef(ctypes.Structure):  # MLIR's C API MlirStringRef: {const char *data; size_t length}
         _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
 
-    directory = os.path.dirname(_mlir_libs.__file__)
-    for name in sorted(n for n in os.listdir(directory) if n.startswith("libFlyPythonCAPI.so")):
-        path = os.path.join(directory, name)
-        try:  # RTLD_NOLOAD: only the copy this process already runs, never a second one
-            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            function = library.mlirFlyROCDLGetROCMPath
-        except (OSError, AttributeError):
-            continue
-        function.argtypes, function.restype = [], StringRef
-        return function
-    return None
+    try:  # RTLD_NOLOAD: only the copy this process already runs, never a second one
+        library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        function = getattr(library, symbol)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes, function.restype = [], StringRef
+
+    def call() -> bytes:
+        ref = function()
+        return ctypes.string_at(ref.data, ref.length) if ref.data else b""
+
+    return call
 
 
 @functools.lru_cache(maxsize=4)
 def _package_dir(init_file: str) -> str:
-    return str(Path(init_file).resolve().parent)
+    return os.path.dirname(real_path(init_file))
 
 
 def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
@@ -839,7 +876,7 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
         return None
     package, version, bitcode = place
     h = blake3(f"flydsl {version}\0".encode())
-    installed = _wheel_install(Path(package), version)
+    installed = _wheel_install(package, version)
     if installed is not None:
         h.update(installed.encode("utf-8", "surrogatepass"))
     else:
@@ -860,36 +897,23 @@ def _toolchain_files(place: tuple[str, str, str] | None = None) -> str | None:
 
 def _files_state(h: Any, directory: str, names: list[str]) -> None:
     """Each file's name, size, time and inode (its target's, through symbolic links) into
-    ``h``; stat'ed relative to the open directory where the platform can (the directory's
-    path is resolved once, not once per file)."""
-    fd = None
-    if names and os.stat in os.supports_dir_fd:
-        try:
-            fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        except OSError:
-            fd = None
-    try:
-        for name in names:
-            try:
-                st = os.stat(name, dir_fd=fd) if fd is not None else os.stat(os.path.join(directory, name))
-                h.update(f"{name} {st.st_size} {st.st_mtime_ns} {st.st_ino}\0".encode("utf-8", "surrogatepass"))
-            except OSError as error:  # a dangling link: FlyDSL's read fails; counted as such
-                h.update(f"{name} unreadable {error.errno}\0".encode("utf-8", "surrogatepass"))
-    finally:
-        if fd is not None:
-            os.close(fd)
+    ``h``, a file whose stat fails by its error (:func:`flydeps._fsmeta.file_states`: the
+    directory opened once, in C where built)."""
+    h.update(file_states(directory, names))
 
 
-def _wheel_install(package: Path, version: str) -> str | None:
+def _wheel_install(package: str, version: str) -> str | None:
     """The identity of ``flydsl``'s wheel installation (see :func:`_toolchain_files`), or
-    None when ``package`` is not one."""
-    info = package.parent / f"{package.name}-{version}.dist-info"
+    None when ``package`` (a directory) is not one."""
+    parent, name = os.path.split(os.path.normpath(package))
+    info = os.path.join(parent, f"{name}-{version}.dist-info")
     try:
-        dir_stat, record_stat = os.stat(info), os.stat(info / "RECORD")
+        dir_stat, record_stat = os.stat(info), os.stat(os.path.join(info, "RECORD"))
     except OSError:
         return None
     try:
-        direct = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
+        with open(os.path.join(info, "direct_url.json"), encoding="utf-8") as handle:
+            direct = json.loads(handle.read())
     except FileNotFoundError:
         direct = {}
     except (OSError, ValueError):

@@ -627,6 +627,30 @@ def test_the_rocm_root_is_the_one_flydsls_binding_gives(monkeypatch, env: dict[s
     assert index.rocm_root() == _mlirDialectsFlyROCDL.rocm_path()
 
 
+def test_the_rocm_root_asked_in_c_is_what_ctypes_and_the_binding_give(monkeypatch) -> None:
+    """flydsl_runtime._capi and the ctypes fallback call the same function of FlyDSL's C API
+    library: the same bytes, in every environment the binding is asked in; a library this
+    process has not loaded, or a symbol it lacks, is no answer (None), never a load."""
+    capi = pytest.importorskip("flydsl_runtime._capi", reason="the C helper was not built here")
+    from flydsl._mlir import _mlir_libs
+    from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
+
+    function = index._rocm_root_function()
+    assert function is not None
+    library, symbol = function.args  # the C path: functools.partial(_capi.string_ref, library, symbol)
+    by_ctypes = index._ctypes_string_ref(library, symbol)
+    assert by_ctypes is not None
+    for value in ("/opt/a", "/opt/\u00e9t\u00e9", ""):
+        monkeypatch.setenv("ROCM_PATH", value)
+        assert function() == by_ctypes() == os.fsencode(_mlirDialectsFlyROCDL.rocm_path())
+    assert capi.string_ref(library, "no_such_symbol_here") is None
+    assert index._ctypes_string_ref(library, "no_such_symbol_here") is None
+    elsewhere = os.path.join(os.path.dirname(_mlir_libs.__file__), "libnot-loaded.so")
+    assert capi.string_ref(elsewhere, symbol) is None
+    with pytest.raises(TypeError):
+        capi.string_ref(library)
+
+
 def test_the_toolchain_files_are_the_bitcode_flydsl_hashes(tmp_path: Path, monkeypatch) -> None:
     """FlyDSL hashes the ``*.bc`` files of ``<rocm>/amdgcn/bitcode`` (not below it, nothing
     else): each one's metadata moves the digest, anything else there does not; a missing

@@ -168,6 +168,29 @@ def test_a_huge_entry_is_refused_unread(cache: Path, tmp_path: Path) -> None:
     assert _cached(root) == clean
 
 
+def test_an_entry_is_read_to_its_end_whatever_fstat_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader sizes its requests by fstat, and still reads a file that grew since to its
+    end, and one past the bound only to the bound plus one byte (so it is refused)."""
+    from flydeps import _memofile
+
+    body = os.urandom(200_000)  # several requests of the 64 KiB step
+    path = tmp_path / "entry"
+    path.write_bytes(body)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _memofile._read_to(fd, 11) == body  # fstat said 10 bytes: it grew
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert _memofile._read_to(fd, len(body) + 1) == body
+        os.lseek(fd, 0, os.SEEK_SET)
+        monkeypatch.setattr(_memofile, "MAX_ENTRY_BYTES", 100_000)
+        assert _memofile._read_to(fd, 11) == body[:100_001]
+    finally:
+        os.close(fd)
+    _memofile.write(path, "kind", b"payload")
+    assert _memofile.read(path, "kind") == b"payload"
+    assert _memofile.read(path, "other kind") is None
+
+
 def test_an_entry_of_another_schema_version_is_a_miss(cache: Path, tmp_path: Path) -> None:
     root, clean, entries = _primed(tmp_path)
     originals = {p: p.read_bytes() for p in entries}
