@@ -14,12 +14,11 @@ around its system call, in C ~1 µs.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 __all__ = ["file_states", "real_path"]
 
 
-def _file_states_py(directory: str, names: Sequence[str]) -> bytes:
+def _file_states_py(directory: str, names: list[str] | tuple[str, ...]) -> bytes:
     """The specification of :func:`file_states`."""
     out = []
     fd = None
@@ -52,7 +51,7 @@ except ImportError:  # not built (no compiler, another platform or interpreter)
     _statext = None
 
 
-def file_states(directory: str, names: Sequence[str]) -> bytes:
+def file_states(directory: str, names: list[str] | tuple[str, ...]) -> bytes:
     """``"<name> <size> <mtime_ns> <inode>\\0"`` per name, in order (the file's, through
     symbolic links), or ``"<name> unreadable <errno>\\0"`` where its stat fails; UTF-8 with
     surrogatepass. Each name is stat'ed relative to ``directory``, opened once."""

@@ -11,7 +11,8 @@
  *       builds with os.stat(name, dir_fd=...). The directory is opened once and each name
  *       stat'ed relative to it; where it cannot be opened, each path is joined and stat'ed
  *       (os.path.join's rule for a relative name). A name with a NUL raises ValueError,
- *       as os.stat does.
+ *       as os.stat does; names not a list or tuple of str, TypeError. The names are copied
+ *       into a tuple first: the GIL is released around each stat.
  *
  *   realpath(path) -> str | None
  *       realpath(3) of path (absolute, symbolic links and "." / ".." resolved), decoded as
@@ -70,11 +71,16 @@ file_states(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "file_states(directory: str, names: sequence of str)");
         return NULL;
     }
-    PyObject *names = PySequence_Fast(args[1], "file_states: names must be a sequence of str");
+    if (!PyList_Check(args[1]) && !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "file_states: names must be a list or tuple of str");
+        return NULL;
+    }
+    /* A tuple of our own: a list the caller shares could change while the GIL is released. */
+    PyObject *names = PySequence_Tuple(args[1]);
     if (names == NULL) {
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(names);
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
     Buf lines = {NULL, 0, 0};
     PyObject *dir_bytes = NULL;
     int fd = -1;
@@ -89,7 +95,7 @@ file_states(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     const char *dir = PyBytes_AS_STRING(dir_bytes);
     size_t dir_len = (size_t)PyBytes_GET_SIZE(dir_bytes);
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *name = PySequence_Fast_GET_ITEM(names, i);
+        PyObject *name = PyTuple_GET_ITEM(names, i);
         if (!PyUnicode_Check(name)) {
             PyErr_SetString(PyExc_TypeError, "file_states: names must be str");
             goto fail;

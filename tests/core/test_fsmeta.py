@@ -93,8 +93,10 @@ def test_file_states_bad_input(tmp_path: Path) -> None:
         _fsmeta._file_states_py(str(tmp_path), ["a\0b"])
     with pytest.raises(TypeError):
         statext.file_states(str(tmp_path), [b"bytes"])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="names must be a list or tuple of str"):
         statext.file_states(str(tmp_path), 3)
+    with pytest.raises(TypeError, match="names must be a list or tuple of str"):
+        statext.file_states(str(tmp_path), (n for n in ["a"]))
     assert statext.file_states(str(tmp_path), []) == b"" == _fsmeta._file_states_py(str(tmp_path), [])
 
 
