@@ -81,17 +81,19 @@ file_states(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(names);
+    if (count == 0) { /* as the Python function: the directory is not even looked at */
+        Py_DECREF(names);
+        return PyBytes_FromStringAndSize("", 0);
+    }
     Buf lines = {NULL, 0, 0};
     PyObject *dir_bytes = NULL;
     int fd = -1;
     if (!PyUnicode_FSConverter(args[0], &dir_bytes)) {
         goto fail;
     }
-    if (count > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        fd = open(PyBytes_AS_STRING(dir_bytes), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        Py_END_ALLOW_THREADS
-    }
+    Py_BEGIN_ALLOW_THREADS
+    fd = open(PyBytes_AS_STRING(dir_bytes), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    Py_END_ALLOW_THREADS
     const char *dir = PyBytes_AS_STRING(dir_bytes);
     size_t dir_len = (size_t)PyBytes_GET_SIZE(dir_bytes);
     for (Py_ssize_t i = 0; i < count; i++) {

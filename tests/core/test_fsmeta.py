@@ -98,6 +98,11 @@ def test_file_states_bad_input(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="names must be a list or tuple of str"):
         statext.file_states(str(tmp_path), (n for n in ["a"]))
     assert statext.file_states(str(tmp_path), []) == b"" == _fsmeta._file_states_py(str(tmp_path), [])
+    assert statext.file_states("a\0b", []) == b"" == _fsmeta._file_states_py("a\0b", [])  # never opened
+    with pytest.raises(ValueError):
+        statext.file_states("a\0b", ["x"])
+    with pytest.raises(ValueError):
+        _fsmeta._file_states_py("a\0b", ["x"])
 
 
 def _make_links(tmp_path: Path) -> Path:
