@@ -171,20 +171,29 @@ def _path_state() -> list[list]:
     return out
 
 
-def _path_unchanged(remembered: list) -> bool:
-    """True when every ``sys.path`` entry is as remembered: the same metadata, or a
-    directory whose time moved (a file written beside) but holds the same distributions."""
+def _path_unchanged(remembered: list) -> tuple[bool, list[list] | None]:
+    """``(unchanged, refreshed)``: unchanged when every ``sys.path`` entry is as remembered:
+    the same metadata, or a directory whose time moved (a file written beside: a
+    ``__pycache__`` made in a script's directory) but holds the same distributions;
+    ``refreshed`` is then the path state with those directories' new times (None when no
+    time moved), so the memo can be rewritten and the next process stats instead of listing.
+    Each directory is stat'ed before it is listed: a change after the listing moves its time
+    past the one refreshed."""
     if len(remembered) != len(sys.path):
-        return False
-    for entry, (name, head, names) in zip(sys.path, remembered):
+        return False, None
+    refreshed = None
+    for i, (entry, (name, head, names)) in enumerate(zip(sys.path, remembered)):
         if name != entry:
-            return False
+            return False, None
         now = _entry_state(entry)
         if now == head:
             continue
         if now[0] != "dir" or head[0] != "dir" or _meta_names(entry) != names:
-            return False
-    return True
+            return False, None
+        if refreshed is None:
+            refreshed = [list(item) for item in remembered]
+        refreshed[i][1] = now
+    return True, refreshed
 
 
 def _memo_file(places: str) -> str:
@@ -228,10 +237,17 @@ def _load(*, scan: bool = False) -> _Index:
         payload = _memofile.read(path, _MEMO_KIND)  # exactly as written, or None
         try:
             data = marshal.loads(payload) if payload is not None else None
-            if type(data) is dict and data.get("places") == places and _path_unchanged(data["path"]):
-                return _Index(
+            if type(data) is not dict or data.get("places") != places:
+                continue
+            unchanged, refreshed = _path_unchanged(data["path"])
+            if unchanged:
+                index = _Index(
                     data["packages"], data["versions"], tuple(data["library_dirs"]), data["metadata"], data["installed"]
                 )
+                if refreshed is not None:  # the same distributions, new directory times
+                    data["path"] = refreshed
+                    _memofile.write(paths[-1], _MEMO_KIND, marshal.dumps(data))
+                return index
         except (EOFError, ValueError, TypeError, KeyError):
             pass
     path = paths[-1]

@@ -15,7 +15,7 @@
  *       one-item list holding the device-id reader (None until bound).
  *
  *   __call__(*args, **kwargs)
- *       Exactly the tests of jit._PyWarm.__call__ (the specification, which runs when this
+ *       Exactly the tests of jit.Launcher._py_call (the specification, which runs when this
  *       extension is not built), in its order: no keywords; an owner-None state; a tail
  *       for len(args); the memo's version equal to the environment's version now; not
  *       inside a trace; the state's guard passes; CallEnv's debug_info and verify false;
@@ -23,7 +23,8 @@
  *       types it was made for, each argument's kind and payload: 0 a constant token, 1 a
  *       raw tensor signed through the (dtype, stride()) memo, 2 a compile-time scalar
  *       keyed (type, value)) matches the argument types exactly; the device reader is
- *       bound. The key (digest, argument key form, env token, device id, (), None) must
+ *       bound, or COMPILE_ONLY is set (the device is then None: jit._device). The key
+ *       (digest, argument key form, env token, device id or None, (), None) must
  *       find an entry that is launchable (or COMPILE_ONLY), has no extra guards, with no
  *       hint overlay set, and whose env reads still hold. Then: _hits += 1 and either
  *       None (COMPILE_ONLY) or entry.compiled(*positional).
@@ -323,14 +324,21 @@ warm_call(WarmCall *self, PyObject *args, PyObject *kwargs)
         }
         goto slow;
     }
-    if (!PyList_CheckExact(device_cell) || PyList_GET_SIZE(device_cell) != 1 ||
-        PyList_GET_ITEM(device_cell, 0) == Py_None) {
+    if (!PyList_CheckExact(device_cell) || PyList_GET_SIZE(device_cell) != 1) {
         goto slow;
     }
-    reader = Py_NewRef(PyList_GET_ITEM(device_cell, 0));
-    device = PyObject_CallNoArgs(reader);
-    if (device == NULL) {
-        goto error;
+    if (PyList_GET_ITEM(device_cell, 0) != Py_None) {
+        reader = Py_NewRef(PyList_GET_ITEM(device_cell, 0));
+        device = PyObject_CallNoArgs(reader);
+        if (device == NULL) {
+            goto error;
+        }
+    }
+    else if (PyTuple_GET_ITEM(call_env, 2) == Py_True) {
+        device = Py_NewRef(Py_None); /* COMPILE_ONLY before any launch: jit._device */
+    }
+    else {
+        goto slow;
     }
     key = PyTuple_Pack(6, digest, argkey, PyTuple_GET_ITEM(call_env, 5), device, empty_tuple, Py_None);
     if (key == NULL) {

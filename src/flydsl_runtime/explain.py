@@ -74,8 +74,8 @@ def short(value: object) -> str:
 
 
 def _target(key: Hashable) -> str:
-    (_backend, arch, _warp), device = cast("tuple[tuple[str, str, int], int]", key)
-    return f"{arch} (device {device})"
+    (_backend, arch, _warp), device = cast("tuple[tuple[str, str, int], int | None]", key)
+    return f"{arch} (device {device})" if device is not None else arch  # COMPILE_ONLY: jit._device
 
 
 def describe_miss(
@@ -103,7 +103,11 @@ def describe_miss(
             if a != b:
                 reasons.append(f"argument {name!r}: {short(a)} -> {short(b)}")
     if old[TARGET] != new[TARGET]:
-        reasons.append(f"target {_target(old[TARGET])} -> {_target(new[TARGET])}")
+        if old[TARGET][0] == new[TARGET][0] and old[TARGET][1] is None:  # keyed by jit._device
+            device = new[TARGET][1]
+            reasons.append(f"the entry was compiled under COMPILE_ONLY=1 and this call launches (device {device})")
+        else:
+            reasons.append(f"target {_target(old[TARGET])} -> {_target(new[TARGET])}")
     if old[ENV] != new[ENV]:
         reasons += describe_env_change(old[ENV], new[ENV], new[TARGET][0][1])
     if old[HINTS] != new[HINTS]:

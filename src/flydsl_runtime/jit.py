@@ -244,6 +244,18 @@ def _bind_device_id() -> Callable[[], int]:
     return _device_id
 
 
+def _device(compile_only: bool) -> int | None:
+    """The key's device: the active device; under COMPILE_ONLY=1, where nothing is launched,
+    None until the process has asked (a launch bound the reader): FlyDSL's COMPILE_ONLY call
+    does not touch HIP, and neither does this one (no ``libamdhip64`` load, no runtime
+    start in an AOT build's workers). A COMPILE_ONLY entry is never launched, so the device
+    it is keyed under only decides which later COMPILE_ONLY calls find it."""
+    reader = _device_id
+    if reader is not None:
+        return reader()
+    return None if compile_only else _bind_device_id()()
+
+
 def _freeze(value: object) -> object:
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
@@ -392,7 +404,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     state.digest,
                     self._signer.key(positional),  # type: ignore[union-attr]  # _tails set => signer set
                     call_env.token,
-                    (_device_id or _bind_device_id())(),
+                    reader() if (reader := _device_id) is not None else _device(call_env.compile_only),
                     (),
                     None,
                 )
@@ -489,7 +501,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         digest: str | tuple = state.digest
         if call_env.debug_info and positions_in_ir():  # FlyDSL's own parsing, when set
             digest = self._with_positions(type(bound_self) if bound_self is not None else None, state)
-        device = (_device_id or _bind_device_id())()
+        device = _device(call_env.compile_only)
         # _signer is set by _refresh_binder, which runs before the first key is made.
         return (digest, self._signer.key(positional), call_env.token, device, hints, self_key)  # type: ignore[union-attr]
 

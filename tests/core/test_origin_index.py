@@ -113,6 +113,19 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return scans
 
 
+def _count_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets each ``sys.path`` directory listed for distributions from now on."""
+    listed: list[str] = []
+    real = _origin._meta_names
+
+    def counted(entry: str) -> list[str]:
+        listed.append(entry)
+        return real(entry)
+
+    monkeypatch.setattr(_origin, "_meta_names", counted)
+    return listed
+
+
 def _fresh_index() -> tuple[dict, dict]:
     _clear()
     return _origin._index()
@@ -150,7 +163,19 @@ def test_disk_memo_follows_installs_rewrites_and_bad_files(tmp_path: Path, monke
         (site_dir / "unrelated.py").write_text("")  # the directory's time moves, its distributions do not
         with monkeypatch.context() as patch:
             scans = _count_scans(patch)
+            listed = _count_listings(patch)
             assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []  # no scan
+            assert str(site_dir) in listed  # listed once: same distributions...
+            listed.clear()
+            assert _fresh_index()[1]["memo-probe"] == "1.10" and scans == []
+            assert str(site_dir) not in listed  # ...and remembered with its new time: one stat
+        late = site_dir / "late_probe-2.0.dist-info"  # an install after that is seen all the same
+        late.mkdir()
+        (late / "METADATA").write_text("Metadata-Version: 2.1\nName: late-probe\nVersion: 2.0\n")
+        (late / "top_level.txt").write_text("late_probe\n")
+        assert _fresh_index()[0]["late_probe"] == ["late-probe"]
+        shutil.rmtree(late)
+        assert "late_probe" not in _fresh_index()[0]
         memo = Path(_origin._memo_file(_origin._places()))
         good = memo.read_bytes()
         kind = _origin._MEMO_KIND

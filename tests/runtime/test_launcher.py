@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -150,7 +151,8 @@ def test_arch_env_and_detection_give_the_same_key(fdk, traces, monkeypatch, capl
     with caplog.at_level(logging.INFO, logger="flydsl_runtime"):
         vadd.vadd(a, b, c, N)
     assert traces == ["vadd", "vadd"]
-    assert "target gfx942 (device 0) -> gfx950 (device 0)" in caplog.text
+    # Under COMPILE_ONLY the key has a device only once the process has launched (jit._device).
+    assert re.search(r"target gfx942( \(device 0\))? -> gfx950( \(device 0\))?", caplog.text)
 
 
 def test_data_global_drift_raises_naming_global_and_module(fdk, traces) -> None:

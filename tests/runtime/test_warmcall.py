@@ -10,7 +10,7 @@ exercised on a launcher-shaped object.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -143,6 +143,59 @@ def test_warm_hits_and_fallbacks_of_the_c_path(fdk, traces, monkeypatch) -> None
     assert len(slow) == 4 and copy.cache_info().hits == 8
 
 
+@pytest.fixture
+def unbound_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No device reader bound, as in a new process (the C path holds the same one-item list)."""
+    from flydsl_runtime import target
+
+    monkeypatch.setattr(target, "_device_id", None)
+    monkeypatch.setattr(jit_module, "_device_id", None)
+    cell = jit_module._device_cell
+    saved = cell[0]
+    cell[0] = None
+    yield
+    cell[0] = saved
+
+
+@pytest.mark.usefixtures("unbound_device")
+def test_compile_only_calls_never_ask_hip_for_the_device(fdk, traces, monkeypatch, caplog) -> None:
+    """FlyDSL's COMPILE_ONLY call does not touch HIP (its device query loads libamdhip64 and
+    starts the runtime on a GPU machine); neither do the launcher's first and warm calls, on
+    either warm path, until a call needs a device: then COMPILE_ONLY calls are keyed by it
+    too, and the entry built for the device serves them."""
+    import logging
+
+    from flydsl.runtime.device_runtime import rocm
+
+    import flydsl_runtime.flyc as flyc
+
+    asked: list[int] = []
+    real = rocm._hip_get_device
+
+    def spy() -> int:
+        asked.append(1)
+        return real()
+
+    monkeypatch.setattr(rocm, "_hip_get_device", spy)  # FlyDSL's own query, whoever asks
+    vadd = fdk.module("vadd").vadd
+    py = _fresh(vadd, PyLauncher)
+    a = torch.zeros(N)
+    for launcher in (vadd, py):
+        for _ in range(3):
+            assert launcher(a, a, a, N) is None
+        assert launcher.cache_info().hits == 2
+    assert asked == [] and traces == ["vadd"]  # the second launcher was served by the index
+    monkeypatch.delenv("COMPILE_ONLY")
+    with caplog.at_level(logging.INFO, logger="flydsl_runtime"):
+        compiled = flyc.compile(vadd, a, a, a, N)  # its launchable form: bound to a device
+    assert isinstance(compiled, flyc.CompiledFunction) and asked
+    assert "the entry was compiled under COMPILE_ONLY=1 and this call launches (device 0)" in caplog.text
+    monkeypatch.setenv("COMPILE_ONLY", "1")
+    hits = vadd.cache_info().hits
+    assert vadd(a, a, a, N) is None and vadd.cache_info().hits == hits + 1
+    assert len(traces) <= 2
+
+
 @needs_c
 def test_bad_calls_raise_what_the_python_path_raises(fdk) -> None:
     vadd = fdk.module("vadd").vadd
@@ -240,9 +293,23 @@ def test_c_path_hits_and_falls_back_on_every_unusual_call(monkeypatch) -> None:
     monkeypatch.setenv("COMPILE_ONLY", "1")
     jit_module._call_env()
     assert shaped(1, 5) is None and shaped._hits == 3
+    # No device reader bound yet (a new process): COMPILE_ONLY keys the device as None
+    # (jit._device); a launch needs the reader, and goes to Python to bind it.
+    cell, saved = jit_module._device_cell, jit_module._device_cell[0]
+    cell[0] = None
+    try:
+        entries[(*key[:3], None, *key[4:])] = _Entry(None)
+        assert shaped(1, 5) is None and shaped._hits == 4
+        monkeypatch.delenv("COMPILE_ONLY")
+        jit_module._call_env()
+        assert shaped(1, 5) == "python path"
+    finally:
+        cell[0] = saved
+    monkeypatch.setenv("COMPILE_ONLY", "1")
+    jit_module._call_env()
     shaped._signer = _Signer(None)  # a plan the C path does not take (a float constexpr)
     assert shaped(1, 5) == "python path"
-    assert len(calls) == 8 and shaped._hits == 3
+    assert len(calls) == 9 and shaped._hits == 4
 
 
 @needs_c
