@@ -24,6 +24,14 @@ real. Rows, each the median of ``--repeat`` timing rounds:
 * ``flydeps decision, a trace that read a tuning file``: the same launcher whose kernel
   reads its scale from a JSON file while tracing (a file read of the trace, re-checked on
   each call by one ``stat`` of the file; its bytes are digested again only when that moves).
+* ``flydeps decision, a trace that asked the device's properties``: the same launcher whose
+  kernel scales by ``torch.cuda.get_device_properties(0).multi_processor_count`` (a derived
+  read of the trace, ``flydsl_runtime.devprops``, re-checked on each call, remembered until
+  the environment changes). There is no GPU here: torch's device layer answers for a
+  simulated 304-CU device (:func:`_simulate_device`; torch's own Python code runs).
+* ``torch.cuda.get_device_properties(0) outside a trace``: torch's own function (the
+  simulated device's answer) and through the wrapper ``flydsl_runtime`` installs (what any
+  caller of torch's function pays for the recording: one check of the thread's recordings).
 """
 
 from __future__ import annotations
@@ -124,6 +132,40 @@ def tuned(
     tuned_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
 
+@flyc.kernel
+def sized_kernel(a: fx.Tensor, b: fx.Tensor, c: fx.Tensor, d: fx.Tensor, out: fx.Tensor, alpha: fx.Constexpr[int]):
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    cus = torch.cuda.get_device_properties(0).multi_processor_count  # asked while tracing
+    out[tid] = scale(a[tid], alpha * cus) + b[tid] + c[tid] + d[tid]
+
+
+def sized(
+    a: fx.Tensor,
+    b: fx.Tensor,
+    c: fx.Tensor,
+    d: fx.Tensor,
+    out: fx.Tensor,
+    n: fx.Int32,
+    alpha: fx.Constexpr[int],
+    stream: fx.Stream = None,
+):
+    sized_kernel(a, b, c, d, out, alpha).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
+class _Properties:
+    name, gcnArchName, major, minor, multi_processor_count, warp_size = "MI300X", "gfx942", 9, 4, 304, 64
+
+
+def _simulate_device() -> None:
+    """torch's device layer answering for one 304-CU gfx942 device (no GPU here): torch's
+    ``get_device_properties`` runs its own Python code; only the driver's answer is given."""
+    torch.cuda._lazy_init = lambda: None  # type: ignore[assignment]
+    torch.cuda.is_available = lambda: True  # type: ignore[assignment]
+    torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
+    torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
+    torch.cuda._get_device_properties = lambda index: _Properties()  # type: ignore[attr-defined]
+
+
 def _noop_entry() -> Callable[[int], None]:
     """A real C function taking the packed-argument pointer and doing nothing with it."""
     libc = ctypes.CDLL(None)
@@ -168,11 +210,16 @@ def main() -> int:
     with open(TUNING, "w") as f:
         json.dump({"alpha": 2}, f)
     reading = flyc.jit(tuned)
+    _simulate_device()
+    sizing = flyc.jit(sized)
     os.environ["COMPILE_ONLY"] = "1"
     ours(*args)
     theirs(*args)
     asking(*args)
     reading(*args)
+    sizing(*args)
+    asked = [name for e in sizing.entries() for name, _v in e.env_reads.values]
+    assert any(name.startswith("=torch.cuda.get_device_properties:") for name in asked), "the device query is recorded"
     assert reading.cache_info().misses == 1 and any(
         name.startswith("=file:") for e in reading.entries() for name, _v in e.env_reads.values
     ), "the trace's file read is recorded"
@@ -183,6 +230,16 @@ def main() -> int:
         ),
         "flydeps decision, a trace that read a tuning file (one stat of it per call)": _per_call_us(
             lambda: reading(*args), opts.repeat
+        ),
+        "flydeps decision, a trace that asked the device's properties (its answer re-checked)": _per_call_us(
+            lambda: sizing(*args), opts.repeat
+        ),
+        "torch.cuda.get_device_properties(0) outside a trace, torch's own (simulated device)": _per_call_us(
+            lambda: torch.cuda.get_device_properties.__flydeps_original__(0),  # type: ignore[attr-defined]
+            opts.repeat,
+        ),
+        "torch.cuda.get_device_properties(0) outside a trace, through flydsl_runtime's wrapper": _per_call_us(
+            lambda: torch.cuda.get_device_properties(0), opts.repeat
         ),
         "FlyDSL 0.5 @flyc.jit warm call (trace + IR key + lookup)": _per_call_us(
             lambda: theirs(*args), max(3, opts.repeat // 2), budget_s=1.0

@@ -34,7 +34,9 @@ and, when the build listed the environment, the set of names it saw.
   ``FLYDSL_GPU_ARCH``, ``HSA_OVERRIDE_GFX_VERSION``, or runs ``rocm_agent_enumerator``
   found through ``PATH``: keyed by those, a build would hold only where ``PATH`` is the same.
   Its name starts with ``=``, which no environment variable's can; :meth:`EnvReads.holds`
-  and :func:`current` compute it again (memoized on :func:`version`).
+  and :func:`current` compute it again (memoized on :func:`version`). :func:`derive_family`
+  registers a family of them whose names carry an argument (a device's properties by its
+  index), so a process evaluates any member by name.
 
 :func:`version` is the environment's modification counter for memos on hot paths: two
 equal answers (never ``None``) mean ``os.environ`` was not modified in between. It is the
@@ -71,10 +73,12 @@ __all__ = [
     "Recorder",
     "current",
     "derive",
+    "derive_family",
     "label",
     "note",
     "paused",
     "recording",
+    "recording_in_thread",
     "shown",
     "version",
 ]
@@ -320,6 +324,11 @@ def paused() -> Iterator[None]:
             _paused[ident] = depth
 
 
+def recording_in_thread() -> bool:
+    """True when a recording of this thread would note a read now (one is active, none paused)."""
+    return bool(_recorders())
+
+
 def note(reads: EnvReads) -> None:
     """Add ``reads`` (a finished build's) to every recording active in this thread."""
     if reads:
@@ -346,6 +355,21 @@ def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[
     remember its value until :func:`version` moves."""
     if not name.startswith(DERIVED) or len(name) < 2:
         raise ValueError(f"a derived read's name starts with {DERIVED!r} (no variable's can), got {name!r}")
+
+    def read() -> str | None:
+        with paused():
+            value = compute()
+        for rec in _recorders() or ():
+            rec._note(name, value)
+        return value
+
+    _derived[name] = (_remembered(compute), what)
+    return read
+
+
+def _remembered(compute: Callable[[], str | None]) -> Callable[[], str | None]:
+    """``compute`` for re-checks: run :func:`paused`, its value remembered until
+    :func:`version` moves (every time where there is no version)."""
     memo: list[tuple[object, str | None]] = [(None, None)]
 
     def evaluate() -> str | None:
@@ -358,19 +382,55 @@ def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[
         memo[0] = (now, value)
         return value
 
-    def read() -> str | None:
-        with paused():
-            value = compute()
-        for rec in _recorders() or ():
-            rec._note(name, value)
-        return value
-
-    _derived[name] = (evaluate, what)
-    return read
+    return evaluate
 
 
 # Families of derived reads named by what they read: the file reads of flydeps._filereads.
 _FILE_READS = ("=file:", "=listdir:")
+# prefix -> (compute of a member: its name -> its value now, what a member is: its name -> words);
+# registered by derive_family.
+_families: dict[str, tuple[Callable[[str], str | None], Callable[[str], str]]] = {}
+# prefix -> a member's value in messages (see shown), for families that give one.
+_family_shown: dict[str, Callable[[str | None], str]] = {}
+
+
+def derive_family(
+    prefix: str,
+    compute: Callable[[str], str | None],
+    what: Callable[[str], str],
+    show: Callable[[str | None], str] | None = None,
+) -> Callable[[str, str | None], None]:
+    """Register a family of derived reads: every name starting with ``prefix`` (``"=..."``)
+    is a read whose argument the name carries (``=torch.cuda.get_device_properties:0``), its
+    value ``compute(name)``, described by ``what(name)`` and shown in messages by
+    ``show(value)`` (default: ``repr``); as for :func:`derive`, ``compute`` may depend on
+    nothing but the environment and what stays fixed for the process, and re-checks
+    remember a member's value until :func:`version` moves. Returns ``note(name, value)``,
+    which adds a read of member ``name`` with the ``value`` the caller computed (what
+    ``compute(name)`` gives) to the recordings of the thread; a process that registered the
+    family evaluates any member by its name alone (a persistent row's read)."""
+    if not prefix.startswith(DERIVED) or len(prefix) < 2 or prefix.startswith(_FILE_READS):
+        raise ValueError(f"a derived read family's prefix starts with {DERIVED!r}, got {prefix!r}")
+    _families[prefix] = (compute, what)
+    if show is not None:
+        _family_shown[prefix] = show
+
+    def note_member(name: str, value: str | None) -> None:
+        if not name.startswith(prefix):
+            raise ValueError(f"{name!r} is not a member of the derived read family {prefix!r}")
+        for rec in _recorders() or ():
+            rec._note(name, value)
+
+    return note_member
+
+
+def _member(name: str) -> tuple[Callable[[], str | None], str] | None:
+    """A registered family's member ``name``: ``(evaluate, what)``, ``evaluate`` memoized
+    on :func:`version` as :func:`derive`'s."""
+    for prefix, (compute, what) in list(_families.items()):
+        if name.startswith(prefix):
+            return _remembered(functools.partial(compute, name)), what(name)
+    return None
 
 
 def _evaluator(name: str) -> Callable[[], str | None]:
@@ -379,6 +439,10 @@ def _evaluator(name: str) -> Callable[[], str | None]:
         from . import _filereads
 
         found = _derived.setdefault(name, (_filereads.evaluator(name), _filereads.label(name)))
+    if found is None and _families:
+        member = _member(name)
+        if member is not None:
+            found = _derived.setdefault(name, member)
     return found[0] if found is not None else _unregistered
 
 
@@ -402,6 +466,8 @@ def label(name: str) -> str:
 
             return _filereads.label(name)
         found = _derived.get(name)
+        if found is None and _families:
+            found = _member(name)
         return found[1] if found is not None else name[1:]
     return f"env {name}"
 
@@ -413,6 +479,9 @@ def shown(name: str, value: str | None) -> str:
         from . import _filereads
 
         return _filereads.shown(value)
+    for prefix, show in _family_shown.items():
+        if name.startswith(prefix):
+            return show(value)
     return "<unset>" if value is None else repr(value)
 
 

@@ -26,6 +26,8 @@ Contract
   hardware detection runs ``rocm_agent_enumerator`` through, so a row holds on every
   machine where it answers the same. It is replaced in ``flydsl.runtime.device`` (which
   modules importing it later take) and in every ``flydsl`` module that imported it before.
+  ``torch.cuda.get_device_properties`` read while tracing is a derived read too, of what the
+  device answers (:mod:`.devprops`).
 * AST rewrites: FlyDSL's ``ASTRewriter.transform`` re-parses a decorated function and replaces
   its ``__code__`` in place (or returns a rebuilt function). The patched ``transform`` reports
   each rewrite with ``flydeps.note_code_rewrite(func, original_code)`` so the function digests
@@ -52,6 +54,8 @@ from flydsl.compiler.kernel_function import KernelFunction
 from flydeps import note_code_rewrite, register_unwrapper
 from flydeps._environ import EMPTY, EnvReads, derive, paused, recording
 from flydeps.discover import Unwrapper
+
+from . import devprops
 
 __all__ = ["ROCM_ARCH", "ensure_hooks", "take_trace_env_reads"]
 
@@ -186,7 +190,8 @@ def _key_rocm_arch_by_result() -> None:
 
 def ensure_hooks() -> None:
     """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace``,
-    target resolution, ``get_rocm_arch`` and the toolchain key (once per process)."""
+    target resolution, ``get_rocm_arch``, ``torch.cuda.get_device_properties``
+    (:mod:`.devprops`) and the toolchain key (once per process)."""
     global _installed
     if _installed:
         return
@@ -203,6 +208,7 @@ def ensure_hooks() -> None:
         JitFunction._trace = _recording_trace(JitFunction._trace)  # type: ignore[method-assign]
     _pause_target_resolution()
     _key_rocm_arch_by_result()
+    devprops.install()
     if not hasattr(jit_function._flydsl_key, "__flydeps_original__"):
         jit_function._flydsl_key = _remembering_toolchain_key(jit_function._flydsl_key)  # type: ignore[assignment]
     _installed = True

@@ -32,6 +32,8 @@ from flydeps import _environ, settings
 from flydeps._environ import DERIVED
 from flydeps.errors import FlydepsError
 
+from . import explain
+
 __all__ = ["AotMissError", "Shipped", "differences", "probing", "shipped", "strict"]
 
 
@@ -207,8 +209,7 @@ def differences(
     for name, value in shipped_reads:
         read_now = _environ.current(name) if name.startswith(DERIVED) else environ.get(name)
         if read_now != value:
-            shown = (_environ.shown(name, v) for v in (value, read_now))
-            reasons.append("{} (read by the shipped trace): {} -> {}".format(_environ.label(name), *shown))
+            reasons.append(explain.env_read_change(name, value, read_now, by="the shipped trace"))
     if shipped.get("hints") != now.get("hints"):
         reasons.append(f"compile hints {_text(shipped.get('hints'))} -> {_text(now.get('hints'))}")
     attributes = _state_reasons(shipped.get("self_state"), now.get("self_state"))

@@ -36,6 +36,7 @@ from flydeps._environ import label, shown
 from flydeps._logswitch import reasons_to_stderr
 from flydeps.fingerprint import Fingerprint
 
+from . import devprops
 from .envkey import describe_env_change
 
 __all__ = [
@@ -130,10 +131,15 @@ def _ordered(reasons: Sequence[str]) -> list[str]:
     return sorted(reasons, key=_rank)
 
 
-def env_read_change(name: str, old: str | None, new: str | None) -> str:
+def env_read_change(name: str, old: str | None, new: str | None, by: str = "the trace") -> str:
     """``env FA_PP (read by the trace): '1' -> '0'``; ``<unset>`` for an absent variable; a
-    derived read (FlyDSL's ``get_rocm_arch()``, a file the trace read) named by what it is."""
-    return f"{label(name)} (read by the trace): {shown(name, old)} -> {shown(name, new)}"
+    derived read (FlyDSL's ``get_rocm_arch()``, a file the trace read) named by what it is;
+    a device's properties by the fields that differ."""
+    if name.startswith(devprops.PREFIX):
+        fields = devprops.difference(old, new)
+        if fields is not None:
+            return f"{label(name)} (read by {by}): {fields}"
+    return f"{label(name)} (read by {by}): {shown(name, old)} -> {shown(name, new)}"
 
 
 _unusable = threading.local()

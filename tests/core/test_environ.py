@@ -200,3 +200,38 @@ def test_a_derived_read_no_consumer_registered_never_holds() -> None:
 def test_a_derived_read_is_named_with_the_mark_no_variable_has(name: str) -> None:
     with pytest.raises(ValueError, match="starts with '='"):
         _environ.derive(name, lambda: "x", "bad")
+
+
+def test_a_family_of_derived_reads_is_evaluated_by_each_member_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family (a device's properties by its index): the name carries the argument, so a
+    process that registered the family evaluates a member it never noted (a persistent
+    row's read), re-checks follow the answer, and messages use the family's words."""
+    answers = {"0": "304 CUs", "1": "228 CUs"}
+    calls = []
+
+    def compute(name: str) -> str | None:
+        calls.append(name)
+        os.environ.get("PATH")  # what a device query reads: never recorded
+        return os.environ.get("FDT_DEV" + name[-1]) or answers.get(name.rpartition(":")[2])
+
+    note = _environ.derive_family("=fdt_device:", compute, lambda n: f"device {n[-1]}", lambda v: f"<{v}>")
+    with recording() as rec:
+        note("=fdt_device:0", "304 CUs")
+        assert os.environ.get("FDT_B") is None
+    reads = rec.reads()
+    assert reads.values == (("=fdt_device:0", "304 CUs"), ("FDT_B", None))
+    assert calls == [] and reads.holds() and calls == ["=fdt_device:0"]
+    unnoted = EnvReads((("=fdt_device:1", "228 CUs"),))  # read by another process's build
+    assert unnoted.holds() and _environ.current("=fdt_device:7") is None
+    monkeypatch.setenv("FDT_DEV0", "256 CUs")
+    assert not reads.holds() and reads.changes() == [("=fdt_device:0", "304 CUs", "256 CUs")]
+    assert _environ.label("=fdt_device:1") == "device 1" and _environ.shown("=fdt_device:1", "x") == "<x>"
+    note("=fdt_device:0", "unrecorded")  # no recording active: nothing to add to
+    with pytest.raises(ValueError, match="not a member"):
+        note("=fdt_other:0", "x")
+
+
+@pytest.mark.parametrize("prefix", ["fdt_device:", "=", "=file:x", ""])
+def test_a_derived_read_family_needs_the_mark_and_its_own_prefix(prefix: str) -> None:
+    with pytest.raises(ValueError, match="prefix starts with '='"):
+        _environ.derive_family(prefix, lambda n: "x", lambda n: n)

@@ -2,7 +2,7 @@
 launcher once under COMPILE_ONLY=1, print what happened as one JSON line.
 
     python index_child.py ROOT PACKAGE MODULE LAUNCHER|INSTANCE.LAUNCHER [--wait-file F] [--dtype float16]
-        [--fresh-ir] [--first OTHER] [--key-format N]
+        [--fresh-ir] [--first OTHER] [--key-format N] [--device-cus N]
 
 Prints ``{"traces": n, "ir_key": "...", "loaded": bool, ...}``: FlyDSL traces run in this process
 (counted by a spy on ``JitFunction._trace``), the IR key of the launcher's entry,
@@ -14,7 +14,8 @@ IR key from a fresh trace of the same call, made after it (the oracle). ``--wait
 before calling (two children started together then call at about the same time).
 ``--first OTHER``: call launcher OTHER of the same module first (its trace's writes stay;
 its traces count in ``traces``). ``--key-format N``: run as a flydeps whose
-``KEY_FORMAT`` is N.
+``KEY_FORMAT`` is N. ``--device-cus N``: torch.cuda's device queries answered by a
+simulated MI300-class GPU of N compute units (``simulated_device.py``; there is no GPU here).
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ import time
 from typing import Any
 
 # Launchers of (tensor, tensor, n); the others take (tensor, tensor, tensor, n).
-THREE_ARGUMENTS = ("partial_sum", "logged_copy", "counted_copy", "wait_launch", "env_launch")
+THREE_ARGUMENTS = (
+    "partial_sum",
+    "logged_copy",
+    "counted_copy",
+    "wait_launch",
+    "env_launch",
+    "persistent_launch",
+    "named_device_launch",
+)
 
 
 def main() -> int:
@@ -63,6 +72,10 @@ def main() -> int:
         flydeps.KEY_FORMAT = int(sys.argv[sys.argv.index("--key-format") + 1])
     import torch
 
+    if "--device-cus" in sys.argv:  # a GPU of that many compute units behind torch.cuda's queries
+        import simulated_device
+
+        simulated_device.install(int(sys.argv[sys.argv.index("--device-cus") + 1]))
     launch_module = importlib.import_module(f"{package}.{module}")
     launch: Any = launch_module
     first = sys.argv[sys.argv.index("--first") + 1] if "--first" in sys.argv else None

@@ -102,6 +102,33 @@ def test_new_process_starts_without_trace_and_the_ir_is_what_a_trace_gives(repo:
     assert len(repo.rows()) == 1
 
 
+@pytest.mark.parametrize("launcher", ["persistent_launch", "named_device_launch"])
+def test_a_row_is_served_only_where_the_device_answers_as_it_did(repo: Repo, launcher: str) -> None:
+    """A trace that asks the device (a persistent kernel's compute units; the device's name,
+    through torch's get_device_name) bakes the answer into the IR. An MI300X (304 compute
+    units) and an MI300A (228) are both gfx942: target, arch and every other key part are
+    equal, FlyDSL's fresh trace gives other IR (the oracle), and a row built on one is never
+    served on the other; another card of the same model is (its UUID is not what it is).
+    The device is simulated under torch.cuda (simulated_device.py): there is no GPU here."""
+    args = ("trace_inputs", launcher)
+    x = repo.run(*args, "--device-cus", "304", "--fresh-ir")
+    assert x["traces"] == 1 and not x["loaded"] and x["ir_key"] == x["fresh_ir"]
+    card = repo.run(*args, "--device-cus", "304", "--fresh-ir")  # another MI300X
+    assert card == {**card, "traces": 0, "loaded": True, "ir_key": x["ir_key"], "fresh_ir": x["ir_key"]}
+    a = repo.run(*args, "--device-cus", "228", "--fresh-ir")
+    assert a["traces"] == 1 and not a["loaded"] and a["ir_key"] == a["fresh_ir"] != x["ir_key"]
+    assert len(repo.rows()) == 2  # one key, one row per device answer
+    again = repo.run(*args, "--device-cus", "228")
+    assert again["traces"] == 0 and again["loaded"] and again["ir_key"] == a["ir_key"]
+    back = repo.run(*args, "--device-cus", "304")
+    assert back["traces"] == 0 and back["loaded"] and back["ir_key"] == x["ir_key"]
+    no_gpu = repo.run(*args)  # torch's own answer here: no CUDA; the trace asks, and fails
+    assert no_gpu["traces"] == 1 and no_gpu["error"] == "AssertionError"
+    strict = repo.run(*args, "--device-cus", "256", FLYDEPS_AOT="strict")
+    assert strict["error"] == "AotMissError" and strict["traces"] == 0
+    assert "multi_processor_count: " in strict["message"] and "-> 256" in strict["message"]
+
+
 def test_deep_helper_edit_retraces_and_comment_edit_does_not(repo: Repo) -> None:
     base = repo.run()
     repo.edit("reduce_helpers", "return acc + x", "return acc - x")  # a helper in another module

@@ -1,9 +1,10 @@
-"""Kernels whose IR depends on more than their code: env reads, arch queries, decorator args."""
+"""Kernels whose IR depends on more than their code: env reads, arch and device queries, decorator args."""
 
 import os
 from os import environ
 
 import flydsl.expr as fx
+import torch
 from flydsl.expr import rocdl
 
 import flydsl_runtime.flyc as flyc
@@ -34,6 +35,32 @@ def env_kernel(a: fx.Tensor, c: fx.Tensor):
 @flyc.jit
 def env_launch(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
     env_kernel(a, c).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
+@flyc.kernel
+def persistent_kernel(a: fx.Tensor, c: fx.Tensor):
+    # A persistent kernel sizes its work by the device's compute units, asked while tracing.
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    c[tid] = a[tid] * float(torch.cuda.get_device_properties(0).multi_processor_count)
+
+
+@flyc.jit
+def persistent_launch(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
+    persistent_kernel(a, c).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+
+
+@flyc.kernel
+def named_device_kernel(a: fx.Tensor, c: fx.Tensor):
+    tid = fx.thread_idx.x + fx.block_idx.x * BLOCK
+    if "MI300A" in torch.cuda.get_device_name():  # the current device, through torch's own helper
+        c[tid] = a[tid] + a[tid]
+    else:
+        c[tid] = a[tid] * a[tid]
+
+
+@flyc.jit
+def named_device_launch(a: fx.Tensor, c: fx.Tensor, n: fx.Int32):
+    named_device_kernel(a, c).launch(grid=(n // BLOCK, 1, 1), block=(BLOCK, 1, 1))
 
 
 @flyc.kernel
