@@ -20,10 +20,10 @@ a row built for a 304-CU part on a 228-CU one traces instead).
 :func:`install` (from :func:`flydsl_runtime._hooks.ensure_hooks`) replaces
 ``torch.cuda.get_device_properties`` in ``torch.cuda`` with a wrapper that calls the
 original and returns its result unchanged; outside a recording it adds one check of the
-thread's recordings. A name bound to the original before ``flydsl_runtime`` was imported
-(``from torch.cuda import get_device_properties`` in a module imported earlier) is not
-seen: docs/guarantees.md. Touches nothing else; imports ``torch`` only where it was
-already imported.
+thread's recordings. A module imported earlier that bound torch's function under its own
+name (``from torch.cuda import get_device_properties``) is rebound to the wrapper; under
+another name it is not seen (docs/guarantees.md). Touches nothing else; imports ``torch``
+only where it was already imported.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 from flydeps._environ import derive_family, recording_in_thread
 
-__all__ = ["PREFIX", "describe", "difference", "install"]
+__all__ = ["PREFIX", "describe", "difference", "install", "rebind_early_imports"]
 
 PREFIX = "=torch.cuda.get_device_properties:"
 # Fields naming one physical device, not what it is: a row keyed by them would hold on one
@@ -175,11 +175,31 @@ def _recorded(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    """Wrap ``torch.cuda.get_device_properties`` (once; where ``torch.cuda`` is imported)."""
+    """Wrap ``torch.cuda.get_device_properties`` (once; where ``torch.cuda`` is imported),
+    and rebind the modules that imported torch's function under its own name before
+    (:func:`rebind_early_imports`)."""
     global _original
     cuda = sys.modules.get("torch.cuda")
     current = getattr(cuda, "get_device_properties", None) if cuda is not None else None
     if current is None or hasattr(current, "__flydeps_original__"):
         return
     _original = current
-    cuda.get_device_properties = _recorded(current)  # type: ignore[union-attr]
+    wrapper = _recorded(current)
+    cuda.get_device_properties = wrapper  # type: ignore[union-attr]
+    rebind_early_imports(current, wrapper)
+
+
+def rebind_early_imports(original: object, wrapper: object) -> list[str]:
+    """Modules imported before this one that did ``from torch.cuda import
+    get_device_properties`` hold torch's function: their ``get_device_properties`` is
+    rebound to ``wrapper`` (the same answers; their reads are then seen). Read and written
+    through the namespace dicts, so no module ``__getattr__`` runs; another name for it
+    (``... import get_device_properties as props``) is left as it is. Returns the modules
+    rebound."""
+    rebound = []
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is dict and namespace.get("get_device_properties") is original:
+            namespace["get_device_properties"] = wrapper
+            rebound.append(name)
+    return rebound

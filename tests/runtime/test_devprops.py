@@ -8,6 +8,7 @@ driver's answer is given): there is no GPU here. Cross-process rows: ``test_inde
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -91,3 +92,20 @@ def test_difference_names_the_fields_that_differ() -> None:
     assert devprops.difference(old, devprops.describe(simulated_device.Properties(304))) is None
     assert devprops.difference(old, "\0raised AssertionError: no GPU") is None
     assert devprops.difference(None, new) is None
+
+
+def test_modules_that_imported_torchs_function_before_are_rebound(monkeypatch) -> None:
+    """``from torch.cuda import get_device_properties`` in a module imported before
+    flydsl_runtime: that name is rebound to the wrapper (its reads are seen); another name
+    for it, and everything else, is left alone."""
+    import types
+
+    wrapper: Any = torch.cuda.get_device_properties
+    original = wrapper.__flydeps_original__
+    early = types.ModuleType("fdk_early_import")
+    early.get_device_properties = original  # type: ignore[attr-defined]
+    early.props = original  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, early.__name__, early)
+    assert devprops.rebind_early_imports(original, wrapper) == [early.__name__]
+    assert early.get_device_properties is wrapper and early.props is original  # type: ignore[attr-defined]
+    assert devprops.rebind_early_imports(original, wrapper) == []
