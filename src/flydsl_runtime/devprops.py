@@ -12,7 +12,9 @@ notes a derived read of the trace, ``=torch.cuda.get_device_properties:<device>`
 what it answered: every public field but those naming one physical device (its UUID, PCI
 location), so a row holds on every device that answers the same and on no other.
 ``torch.cuda.get_device_name`` and ``get_device_capability`` ask through it and count too;
-a call that raises (no GPU, a CPU build of torch) is a read of that failure. The family is
+a call that raises (no GPU, a CPU build of torch) is a read of that failure. What torch
+reads to answer (``HIP_VISIBLE_DEVICES`` picks the device behind an index) is not a read of
+the trace: the answer covers it (as for :func:`flydeps._environ.derive`). The family is
 registered with :func:`flydeps._environ.derive_family`, so an entry's re-check and a
 persistent row's lookup in any process evaluate the read by its name (a process that loads
 a row built for a 304-CU part on a 228-CU one traces instead).
@@ -35,7 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from flydeps._environ import derive_family, recording_in_thread
+from flydeps._environ import derive_family, paused, recording_in_thread
 
 __all__ = ["PREFIX", "describe", "difference", "install", "rebind_early_imports"]
 
@@ -161,7 +163,8 @@ def _recorded(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(device)
         name = _member(device)
         try:
-            properties = original(device)
+            with paused():  # keyed by the answer, not by what torch reads to give it
+                properties = original(device)
         except Exception as error:
             if name is not None:
                 _note(name, _failure(error))

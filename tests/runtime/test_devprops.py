@@ -8,6 +8,7 @@ driver's answer is given): there is no GPU here. Cross-process rows: ``test_inde
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -43,9 +44,16 @@ def test_the_trace_depends_on_what_the_device_answered(fdk, monkeypatch) -> None
 
 def test_the_wrapper_answers_what_torch_answers(monkeypatch) -> None:
     """Outside a trace nothing is noted; inside one, torch's result and torch's errors come
-    back unchanged, and only arguments naming a CUDA device are reads (torch refuses the
-    others the same way on every machine)."""
-    simulated_device.install(228, monkeypatch.setattr)
+    back unchanged, only arguments naming a CUDA device are reads (torch refuses the others
+    the same way on every machine), and what torch reads to answer is not (the answer is)."""
+    device = simulated_device.install(228, monkeypatch.setattr)
+    real_properties = device.properties
+
+    def reading_the_environment(index: int) -> simulated_device.Properties:
+        os.environ.get("HIP_VISIBLE_DEVICES")  # what a driver reads to map the index
+        return real_properties(index)
+
+    monkeypatch.setattr(torch.cuda, "_get_device_properties", reading_the_environment)
     wrapper: Any = torch.cuda.get_device_properties
     original = wrapper.__flydeps_original__
     assert wrapper is not original and wrapper.__wrapped__ is original
@@ -58,7 +66,7 @@ def test_the_wrapper_answers_what_torch_answers(monkeypatch) -> None:
         with pytest.raises(AssertionError, match="Invalid device id"):
             wrapper(3)
     reads = dict(rec.reads().values)
-    assert set(reads) == {devprops.PREFIX + "current", READ, devprops.PREFIX + "3"}
+    assert set(reads) == {devprops.PREFIX + "current", READ, devprops.PREFIX + "3"}  # torch's env reads: not
     assert reads[devprops.PREFIX + "3"] == "\0raised AssertionError: Invalid device id"  # a read of the failure
     assert _environ.current(devprops.PREFIX + "3") == reads[devprops.PREFIX + "3"]
 
