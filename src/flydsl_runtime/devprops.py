@@ -35,6 +35,7 @@ import functools
 import operator
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from flydeps._environ import derive_family, paused, recording_in_thread
@@ -98,7 +99,7 @@ def _member(device: object) -> str | None:
         from torch.cuda._utils import _get_device_index  # what get_device_properties resolves with
 
         return PREFIX + str(operator.index(_get_device_index(device, optional=False)))
-    except (TypeError, ValueError, RuntimeError, AssertionError):
+    except (ImportError, TypeError, ValueError, RuntimeError, AssertionError):
         pass
     try:
         parsed = torch.device(device) if isinstance(device, str) else device
@@ -196,12 +197,15 @@ def rebind_early_imports(original: object, wrapper: object) -> list[str]:
     """Modules imported before this one that did ``from torch.cuda import
     get_device_properties`` hold torch's function: their ``get_device_properties`` is
     rebound to ``wrapper`` (the same answers; their reads are then seen). Read and written
-    through the namespace dicts, so no module ``__getattr__`` runs; another name for it
+    through the namespace dicts of module objects only (no ``__getattr__`` runs, and an object
+    a library put in ``sys.modules`` is not read); another name for it
     (``... import get_device_properties as props``) is left as it is. Returns the modules
     rebound."""
     rebound = []
     for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
+        if not issubclass(type(module), ModuleType):  # an object a library put there: not read
+            continue
+        namespace = object.__getattribute__(module, "__dict__")  # no __getattr__ of a lazy module
         if type(namespace) is dict and namespace.get("get_device_properties") is original:
             namespace["get_device_properties"] = wrapper
             rebound.append(name)

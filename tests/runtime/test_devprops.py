@@ -114,6 +114,12 @@ def test_modules_that_imported_torchs_function_before_are_rebound(monkeypatch) -
     early.get_device_properties = original  # type: ignore[attr-defined]
     early.props = original  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, early.__name__, early)
+
+    class Hostile:  # what some libraries put in sys.modules: never read
+        def __getattribute__(self, name: str) -> Any:
+            raise AssertionError(f"read {name}")
+
+    monkeypatch.setitem(sys.modules, "fdk_not_a_module", Hostile())
     assert devprops.rebind_early_imports(original, wrapper) == [early.__name__]
     assert early.get_device_properties is wrapper and early.props is original  # type: ignore[attr-defined]
     assert devprops.rebind_early_imports(original, wrapper) == []
