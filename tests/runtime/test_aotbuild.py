@@ -589,6 +589,65 @@ def test_cli_summary_and_exit_codes(project: Path) -> None:
     assert failed.returncode == 1 and "1 failed" in failed.stdout
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# What examples/aot_specializations.py yields, called as a runtime process calls it.
+EXAMPLE_CALLS = """
+import torch
+from kernels.realworld import norms, quant, softmax
+x, w = torch.zeros(256 * 8), torch.zeros(8)
+for width in (1, 2, 4, 8):
+    norms.rmsnorm(x, w, x, 256, width)
+    norms.layernorm(x, w, w, x, 256, width=width)
+softmax.softmax_w4(x, x, 256)
+softmax.softmax_w4_scaled(x, x, 256)
+quant.QUANT.launch(x, x, 256)  # bias omitted: its default, 0.0
+quant.QUANT.launch(x, x, 256, bias=1.0)
+"""
+
+
+def test_the_bundled_example_spec_ships_what_a_strict_process_calls(tmp_path: Path) -> None:
+    """The README's AOT example: ``flydeps aot build examples/aot_specializations.py:specializations``
+    builds the example kernels as their callers call them (defaults omitted, keyword
+    arguments, a builder's launcher, an instance's method). The oracle is a fresh
+    ``FLYDEPS_AOT=strict`` process making those calls: served without a trace, while a width
+    the spec does not list is refused naming the argument; a rebuild traces nothing."""
+    out = tmp_path / "aot"
+    spec = f"{EXAMPLES / 'aot_specializations.py'}:specializations"
+    command = [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942", "--out", str(out)]
+    for expected in ("12 built, 0 reused", "0 built, 12 reused"):
+        done = subprocess.run([*command, "--jobs", "2", "--no-progress"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == f"aot build into {out}: {expected}, 0 failed (of 12)"
+    code = (
+        "from flydsl.compiler.jit_function import JitFunction\n"
+        "traces = []\n"
+        "real = JitFunction._trace\n"
+        "JitFunction._trace = lambda self, *a, **k: (traces.append(1), real(self, *a, **k))[1]\n"
+        f"{EXAMPLE_CALLS}\n"
+        "print(len(traces))\n"
+        "try:\n"
+        "    norms.rmsnorm(x, w, x, 256, 3)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(EXAMPLES),
+        "COMPILE_ONLY": "1",
+        "ARCH": "gfx942",
+        "FLYDEPS_AOT": "strict",
+        "FLYDEPS_CACHE_DIR": str(out),
+        "FLYDSL_RUNTIME_CACHE_DIR": str(out / "flydsl"),
+        "FLYDSL_RUNTIME_ENABLE_CACHE": "1",
+    }
+    served = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr[-2000:]
+    traces, refused = served.stdout.strip().splitlines()
+    assert traces == "0"
+    assert refused.startswith("AotMissError FLYDEPS_AOT=strict: kernels.realworld.norms.rmsnorm()"), refused
+    assert "argument 'width': (int, " in refused and "-> (int, 3)" in refused, refused
+
+
 def _dask_build(spec: str, out: Path, address: str) -> subprocess.CompletedProcess[str]:
     """`flydeps aot build SPEC --arch gfx942 --out OUT --executor dask://ADDRESS`, run."""
     command = [sys.executable, "-m", "flydeps", "aot", "build", spec, "--arch", "gfx942", "--out", str(out)]
