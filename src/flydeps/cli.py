@@ -140,12 +140,27 @@ def _add_root(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_logging(verbose: bool) -> None:
+    """The command's messages on stderr (``-v``: debug too), for the command's duration:
+    :func:`main` puts the ``flydeps`` logger back as it found it when the command ends."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger("flydeps")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
+
+
+def _logging_state() -> tuple[list[logging.Handler], int, bool]:
+    root = logging.getLogger("flydeps")
+    return list(root.handlers), root.level, root.propagate
+
+
+def _restore_logging(state: tuple[list[logging.Handler], int, bool]) -> None:
+    handlers, level, propagate = state
+    root = logging.getLogger("flydeps")
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    root.propagate = propagate
 
 
 def _report(diagnostics: Sequence[object]) -> int:
@@ -323,8 +338,18 @@ def _options_after(parser: argparse.ArgumentParser, command: str, after: list[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``flydeps`` console script and ``python -m flydeps``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``flydeps`` console script and ``python -m flydeps``. Called from
+    Python (a build script, a notebook, a test), it leaves the ``flydeps`` logger's
+    handlers, level and propagation as they were: its stderr handler, bound to the
+    ``sys.stderr`` of the call, never outlives the command."""
+    saved = _logging_state()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        _restore_logging(saved)
+
+
+def _main(argv: list[str]) -> int:
     verbose = "-v" in argv or "--verbose" in argv
     failure = "internal error"
     try:

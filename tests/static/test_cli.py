@@ -25,6 +25,25 @@ def test_default_path_is_the_bundled_example(capsys, monkeypatch) -> None:
     assert "[kernel]" in out and "[launcher]" in out and "\x1b[" not in out
 
 
+def test_main_called_from_python_leaves_the_flydeps_logger_as_it_was(capsys, monkeypatch) -> None:
+    """``main()`` called in-process (a build script, a notebook, these tests) logs to the
+    ``sys.stderr`` of the call, then leaves the ``flydeps`` logger's handlers, level and
+    propagation as it found them. Before, its stderr handler stayed, bound to that call's
+    stream: a later INFO record of the library (a rebuild reason, with FLYDEPS_LOG unset)
+    went to stderr, or failed with "I/O operation on closed file" once that stream was closed
+    (pytest's capture of an earlier test did exactly that)."""
+    import logging
+
+    monkeypatch.chdir(ROOT)
+    logger = logging.getLogger("flydeps")
+    before = (list(logger.handlers), logger.level, logger.propagate)
+    assert main(["hash", "examples/kernels/attention/flash.py::nope"]) == 1  # logs an error
+    assert "nope" in capsys.readouterr().err
+    assert (list(logger.handlers), logger.level, logger.propagate) == before
+    logger.info("a library record after the command")
+    assert "a library record" not in capsys.readouterr().err
+
+
 def test_python_dash_m_runs_the_cli() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "flydeps", "graph", "examples/kernels/norm", "--format", "json"],
