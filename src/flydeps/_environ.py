@@ -71,6 +71,7 @@ __all__ = [
     "EMPTY",
     "EnvReads",
     "Recorder",
+    "change",
     "current",
     "derive",
     "derive_family",
@@ -392,6 +393,8 @@ _FILE_READS = ("=file:", "=listdir:")
 _families: dict[str, tuple[Callable[[str], str | None], Callable[[str], str]]] = {}
 # prefix -> a member's value in messages (see shown), for families that give one.
 _family_shown: dict[str, Callable[[str | None], str]] = {}
+# prefix -> what differs between two of a member's values (see change), for families that say.
+_family_changes: dict[str, Callable[[str | None, str | None], str | None]] = {}
 
 
 def derive_family(
@@ -399,11 +402,13 @@ def derive_family(
     compute: Callable[[str], str | None],
     what: Callable[[str], str],
     show: Callable[[str | None], str] | None = None,
+    differ: Callable[[str | None, str | None], str | None] | None = None,
 ) -> Callable[[str, str | None], None]:
     """Register a family of derived reads: every name starting with ``prefix`` (``"=..."``)
     is a read whose argument the name carries (``=torch.cuda.get_device_properties:0``), its
     value ``compute(name)``, described by ``what(name)`` and shown in messages by
-    ``show(value)`` (default: ``repr``); as for :func:`derive`, ``compute`` may depend on
+    ``show(value)`` (default: ``repr``), a change between two values by ``differ(old, new)``
+    where it names one (see :func:`change`); as for :func:`derive`, ``compute`` may depend on
     nothing but the environment and what stays fixed for the process, and re-checks
     remember a member's value until :func:`version` moves. Returns ``note(name, value)``,
     which adds a read of member ``name`` with the ``value`` the caller computed (what
@@ -414,6 +419,8 @@ def derive_family(
     _families[prefix] = (compute, what)
     if show is not None:
         _family_shown[prefix] = show
+    if differ is not None:
+        _family_changes[prefix] = differ
 
     def note_member(name: str, value: str | None) -> None:
         if not name.startswith(prefix):
@@ -470,6 +477,18 @@ def label(name: str) -> str:
             found = _member(name)
         return found[1] if found is not None else name[1:]
     return f"env {name}"
+
+
+def change(name: str, old: str | None, new: str | None) -> str:
+    """How the read ``name`` changed, for messages: what its family's ``differ`` names
+    (:func:`derive_family`: the fields of a device's properties that differ), else
+    ``old -> new`` as :func:`shown` gives them."""
+    for prefix, differ in _family_changes.items():
+        if name.startswith(prefix):
+            named = differ(old, new)
+            if named is not None:
+                return named
+    return f"{shown(name, old)} -> {shown(name, new)}"
 
 
 def shown(name: str, value: str | None) -> str:

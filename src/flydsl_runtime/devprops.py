@@ -148,7 +148,7 @@ def _text(field: str) -> str:
     return value if isinstance(value, str) else field
 
 
-_note = derive_family(PREFIX, _evaluate, _what, _shown)
+_note = derive_family(PREFIX, _evaluate, _what, _shown, difference)
 
 
 def _torch_function() -> Callable[..., Any] | None:

@@ -32,11 +32,10 @@ from collections.abc import Hashable, Sequence
 from types import FunctionType
 from typing import cast
 
-from flydeps._environ import label, shown
+from flydeps._environ import change, label
 from flydeps._logswitch import reasons_to_stderr
 from flydeps.fingerprint import Fingerprint
 
-from . import devprops
 from .envkey import describe_env_change
 
 __all__ = [
@@ -134,12 +133,8 @@ def _ordered(reasons: Sequence[str]) -> list[str]:
 def env_read_change(name: str, old: str | None, new: str | None, by: str = "the trace") -> str:
     """``env FA_PP (read by the trace): '1' -> '0'``; ``<unset>`` for an absent variable; a
     derived read (FlyDSL's ``get_rocm_arch()``, a file the trace read) named by what it is;
-    a device's properties by the fields that differ."""
-    if name.startswith(devprops.PREFIX):
-        fields = devprops.difference(old, new)
-        if fields is not None:
-            return f"{label(name)} (read by {by}): {fields}"
-    return f"{label(name)} (read by {by}): {shown(name, old)} -> {shown(name, new)}"
+    a device's properties by the fields that differ (:func:`flydeps._environ.change`)."""
+    return f"{label(name)} (read by {by}): {change(name, old, new)}"
 
 
 _unusable = threading.local()

@@ -231,6 +231,19 @@ def test_a_family_of_derived_reads_is_evaluated_by_each_member_name(monkeypatch:
         note("=fdt_other:0", "x")
 
 
+def test_a_family_names_what_differs_between_two_values() -> None:
+    """A family's ``differ`` words a change (a device's fields); where it names nothing (a
+    failure, an unset read), or for a read of no such family, ``old -> new`` as shown."""
+
+    def differ(old: str | None, new: str | None) -> str | None:
+        return f"cus: {old} -> {new}" if old and new else None
+
+    _environ.derive_family("=fdt_sized:", lambda n: None, lambda n: n, lambda v: f"<{v}>", differ)
+    assert _environ.change("=fdt_sized:0", "304", "228") == "cus: 304 -> 228"
+    assert _environ.change("=fdt_sized:0", "304", None) == "<304> -> <None>"
+    assert _environ.change("FDT_PLAIN", None, "1") == "<unset> -> '1'"
+
+
 @pytest.mark.parametrize("prefix", ["fdt_device:", "=", "=file:x", ""])
 def test_a_derived_read_family_needs_the_mark_and_its_own_prefix(prefix: str) -> None:
     with pytest.raises(ValueError, match="prefix starts with '='"):
