@@ -26,8 +26,19 @@ from . import settings
 from ._bytecode import _TAG, REF_NAMES, NameRef, canonical_const, refs_from
 from ._normalize import PAIR_HALVES, inline_exit_blocks, split_shared_exit_blocks, static_swaps
 from ._opcodes import COPIES_EXIT_BLOCKS, SHARES_EXIT_BLOCKS, TABLE, ArgKind, OpTable
+from .errors import MalformedCodeError
 
-__all__ = ["Decoded", "assemble", "decode", "exception_token", "header", "name_token", "target_index"]
+__all__ = [
+    "ARG_MAX",
+    "Decoded",
+    "assemble",
+    "decode",
+    "exception_token",
+    "header",
+    "malformed",
+    "name_token",
+    "target_index",
+]
 
 # Flags that only restate structure already digested: CO_NESTED, CO_NOFREE (3.10).
 _FLAGS_IGNORED = 0x0010 | 0x0040
@@ -35,6 +46,13 @@ _FLAGS_IGNORED = 0x0010 | 0x0040
 _REF_OPS = frozenset(op for op, name in enumerate(TABLE.names) if name in REF_NAMES) if TABLE else frozenset()
 
 _HEADERS: dict[tuple, bytes] = {}  # most helpers share a signature shape: encode each once
+
+# The widest argument the interpreter reads as written: its oparg is a C int, so a longer
+# EXTENDED_ARG chain wraps (to another index, or a negative one). CPython's compiler emits
+# at most three prefixes; leading zero prefixes change nothing and are accepted. An
+# exception-table field is bounded the same way (CPython parses it into an int too).
+ARG_MAX = 0x7FFFFFFF
+_PENDING_MAX = ARG_MAX & ~0xFF  # the most an EXTENDED_ARG chain may carry into the next byte
 
 
 # Reference classes of the C loop (R_* in _scanext.c): how refs_from treats each opname it
@@ -57,18 +75,12 @@ _REF_CLASSES = {
 assert set(_REF_CLASSES) == REF_NAMES, "every opname references read has a class in the C loop"
 
 
-def _load_scanext() -> Any:
-    """The C loop (:mod:`flydeps._scanext`) configured with ``TABLE``, or None where it was
-    not built or ``FLYDEPS_SCANEXT=0`` (the Python loop then decodes; same bytes)."""
-    if TABLE is None or not settings.flag("FLYDEPS_SCANEXT", True):
-        return None
-    try:
-        from . import _scanext as ext  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+def _scanext_tables() -> tuple[Any, ...]:
+    """The arguments of :func:`flydeps._scanext.configure`: ``TABLE`` as the C loop reads it."""
+    assert TABLE is not None
     first = tuple(PAIR_HALVES.get(name, (None, None))[0] for name in TABLE.names)
     second = tuple(PAIR_HALVES.get(name, (None, None))[1] for name in TABLE.names)
-    ext.configure(
+    return (
         bytes(TABLE.kinds),
         bytes(TABLE.sizes),
         bytes(TABLE.shifts),
@@ -86,6 +98,18 @@ def _load_scanext() -> Any:
         _FLAGS_IGNORED,
         NameRef,
     )
+
+
+def _load_scanext() -> Any:
+    """The C loop (:mod:`flydeps._scanext`) configured with ``TABLE``, or None where it was
+    not built or ``FLYDEPS_SCANEXT=0`` (the Python loop then decodes; same bytes)."""
+    if TABLE is None or not settings.flag("FLYDEPS_SCANEXT", True):
+        return None
+    try:
+        from . import _scanext as ext  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    ext.configure(*_scanext_tables())
     return ext
 
 
@@ -128,6 +152,14 @@ def target_index(index: dict[int, int], unit: int, count: int, end: int) -> int:
         unit += 1
         found = index.get(unit)
     return count if found is None else found
+
+
+def malformed(code: CodeType, unit: int | None, problem: str) -> MalformedCodeError:
+    """The error both decoders raise for bytecode they cannot read unambiguously: ``unit``
+    is the code unit of the instruction (None: the exception table)."""
+    name = getattr(code, "co_qualname", code.co_name)
+    where = f"{name} ({code.co_filename}:{code.co_firstlineno})"
+    return MalformedCodeError(where, None if unit is None else 2 * unit, problem)
 
 
 _NONE, _FILLER, _RAW, _CONST, _FREE = ArgKind.NONE, ArgKind.FILLER, ArgKind.RAW, ArgKind.CONST, ArgKind.FREE
@@ -228,6 +260,8 @@ def _scan(code: CodeType, table: OpTable) -> Decoded:
     """One pass over ``co_code`` (the cold path's inner loop: locals only, the most
     frequent kinds first)."""
     raw = code.co_code
+    if len(raw) % 2:
+        raise malformed(code, len(raw) // 2, f"co_code has an odd length ({len(raw)} bytes)")
     ops, args = raw[0::2], raw[1::2]
     resolve = _Arguments(code, table)
     cache, ref_ops, kinds, sizes, simple = resolve.cache, _REF_OPS, table.kinds, table.sizes, _SIMPLE
@@ -242,11 +276,13 @@ def _scan(code: CodeType, table: OpTable) -> Decoded:
         kind = kinds[op]
         if kind == _FILLER:
             ext = (ext | args[i]) << 8 if op == extended else 0
+            if ext > _PENDING_MAX:
+                raise malformed(code, i, f"an EXTENDED_ARG chain carries an argument wider than {ARG_MAX:#x}")
             i += 1
             continue
         arg, ext = ext | args[i], 0
         if _CONST <= kind <= _FREE:
-            entry = cache.get((op << 32) | arg) or resolve.entry(kind, op, arg)
+            entry = cache.get((op << 32) | arg) or resolve.entry(kind, op, arg, i)
             if op in ref_ops:
                 seen.append((len(units), table.names[op], entry[1]))
             add_token(entry[0])
@@ -257,10 +293,13 @@ def _scan(code: CodeType, table: OpTable) -> Decoded:
             i += sizes[op]
             continue
         else:
-            jumps[len(tokens)] = _jump_target(kind, i + sizes[op], arg)
+            jumps[len(tokens)] = _jump_target(code, table, op, i, arg, n)
             add_token(table.tokens[op])
         add_unit(i)
         i += sizes[op]  # past the instruction's inline caches
+    if i > n:
+        last = max(units)
+        raise malformed(code, last, f"{table.names[ops[last]]}'s inline caches run past the end of co_code")
     has_swap = table.swap is not None and table.swap in ops
     return Decoded(units, tokens, jumps, seen, has_swap, lambda: resolve.describe(units, tokens, raw))
 
@@ -275,11 +314,14 @@ def _simple_token(table: OpTable, kind: int, op: int, arg: int) -> bytes:
     return token
 
 
-def _jump_target(kind: int, after: int, arg: int) -> int:
-    """The code unit a jump lands on (relative jumps count from after the inline caches)."""
-    if kind == _JUMP_ABSOLUTE:
-        return arg
-    return after + arg if kind == _JUMP_FORWARD else after - arg
+def _jump_target(code: CodeType, table: OpTable, op: int, unit: int, arg: int, size: int) -> int:
+    """The code unit the jump ``op`` at ``unit`` lands on (relative jumps count from after
+    its inline caches): inside the code (``size`` units) or just past its end."""
+    kind, after = table.kinds[op], unit + table.sizes[op]
+    target = arg if kind == _JUMP_ABSOLUTE else after + arg if kind == _JUMP_FORWARD else after - arg
+    if not 0 <= target <= size:
+        raise malformed(code, unit, f"{table.names[op]} jumps to code unit {target}, outside the code (0..{size})")
+    return target
 
 
 class _Arguments:
@@ -295,9 +337,12 @@ class _Arguments:
         self.varnames: tuple[str, ...] | None = None
         self.cache: dict[int, tuple[bytes, object]] = {}  # (op << 32) | arg -> (token, value)
 
-    def entry(self, kind: int, op: int, arg: int) -> tuple[bytes, object]:
-        """(opname and argument bytes, resolved argument) of an instruction, memoized."""
-        value = self.value(kind, op, arg)
+    def entry(self, kind: int, op: int, arg: int, unit: int) -> tuple[bytes, object]:
+        """(opname and argument bytes, resolved argument) of the instruction at ``unit``, memoized."""
+        try:
+            value = self.value(kind, op, arg)
+        except IndexError:
+            raise self.past_table(op, kind, arg, unit) from None
         if kind == _NAME:
             shift = self.shifts[op]
             token = name_token(value, arg & ((1 << shift) - 1) if shift else None)
@@ -315,7 +360,10 @@ class _Arguments:
         negative unit of its own (no jump lands between the halves)."""
         halves = PAIR_HALVES[self.table.names[op]]
         for offset, (name, index) in enumerate(zip(halves, (arg >> 4, arg & 15))):
-            value = self.local(index)
+            try:
+                value = self.local(index)
+            except IndexError:
+                raise self.past_table(op, _LOCAL, index, unit) from None
             seen.append((len(units), name, value))
             tokens.append(b"\n" + name.encode() + b" " + canonical_const(value))
             units.append(unit if offset == 0 else -len(units))
@@ -333,6 +381,21 @@ class _Arguments:
         swap_args = [raw[2 * unit + 1] if name == "SWAP" else 0 for name, unit in zip(names, units)]
         return names, arguments, swap_args
 
+    def past_table(self, op: int, kind: int, arg: int, unit: int) -> MalformedCodeError:
+        """The error for the argument of ``op`` at ``unit`` indexing past the table it reads."""
+        code, name = self.code, self.table.names[op]
+        if kind == _CONST:
+            table = f"co_consts ({len(code.co_consts)} entries)"
+        elif kind == _NAME:
+            arg, table = arg >> self.shifts[op], f"co_names ({len(code.co_names)} entries)"
+        elif self.localsplus:
+            table = "the local, cell and free variables"
+        elif kind == _LOCAL:
+            table = f"co_varnames ({len(code.co_varnames)} entries)"
+        else:
+            table = f"co_cellvars + co_freevars ({len(code.co_cellvars + code.co_freevars)} entries)"
+        return malformed(code, unit, f"{name} reads entry {arg}, past the end of {table}")
+
     def value(self, kind: int, op: int, arg: int) -> object:
         if kind == _CONST:
             return self.code.co_consts[arg]
@@ -346,6 +409,8 @@ class _Arguments:
             names = self.varnames = self.code.co_varnames
         if arg < len(names):  # 3.11+: the fast locals start with co_varnames
             return names[arg]
+        if not self.localsplus:  # 3.10: a local index is an index of co_varnames
+            raise IndexError(arg)
         return self.code._varname_from_oparg(arg)  # type: ignore[attr-defined]
 
     def free(self, arg: int) -> str:  # 3.10: cells, then free variables
@@ -361,16 +426,25 @@ def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int, int
     while pos < n:
         fields = []
         for _ in range(4):
-            byte = table[pos]
-            value = byte & 63
-            pos += 1
-            while byte & 64:
-                byte = table[pos]
-                value = (value << 6) | (byte & 63)
-                pos += 1
+            value, pos = _varint(code, table, pos)
             fields.append(value)
         start, length, target, depth_lasti = fields
         yield start, start + length, target, depth_lasti >> 1, depth_lasti & 1
+
+
+def _varint(code: CodeType, table: bytes, pos: int) -> tuple[int, int]:
+    """The exception-table field at ``pos`` (6 bits a byte, bit 6: more follow) and where
+    the next one starts."""
+    value = 0
+    while True:
+        if pos >= len(table):
+            raise malformed(code, None, f"an entry is cut at byte {pos} of co_exceptiontable")
+        byte = table[pos]
+        value, pos = (value << 6) | (byte & 63), pos + 1
+        if value > ARG_MAX:
+            raise malformed(code, None, f"a field ending at byte {pos} of co_exceptiontable is wider than {ARG_MAX:#x}")
+        if not byte & 64:
+            return value, pos
 
 
 _scanext = _load_scanext()

@@ -27,7 +27,14 @@
  *       _codescan.header, the instructions, jump targets as instruction indices, the
  *       exception table): no layout rule applies. The 5-tuple: what _codescan._scan gives, with refs (a SWAP is
  *       present or a jump-layout rule applies: Python finishes). None: something this loop
- *       does not decode (the Python decoder then decodes the whole code object).
+ *       does not decode (the Python decoder then decodes the whole code object), malformed
+ *       bytecode included: an odd-length co_code, an EXTENDED_ARG chain wider than
+ *       ARG_MAX, an index past co_consts / co_names / the variables, a jump outside
+ *       0..len(co_code)//2, cut inline caches, a cut or over-wide exception-table field.
+ *       The Python loop raises flydeps.errors.MalformedCodeError for each, so both paths
+ *       give one message. Every index is checked before it is read (raw may be any bytes:
+ *       it is bounded by its own length); configure() refuses while a scan runs (the
+ *       const_token call is Python code) and validates every table it is given.
  *
  * Reads only the code object's public attributes; runs no user code (canonical_const is
  * flydeps's own); holds no state besides the tables.
@@ -47,8 +54,13 @@ enum { K_NONE = 0, K_FILLER, K_RAW, K_CONST, K_NAME, K_LOCAL, K_FREE, K_PAIR, K_
 /* Reference classes (flydeps._bytecode.refs_from): R_OTHER is read but only ends a chain. */
 enum { R_NONE = 0, R_OTHER, R_ATTR, R_GLOBAL, R_NAME, R_LOCAL, R_DEREF, R_IMPORT_NAME, R_IMPORT_FROM, R_CONST };
 
+/* The widest argument the interpreter reads as written (its oparg is a C int): a longer
+ * EXTENDED_ARG chain, or a wider exception-table field, is malformed (_codescan.ARG_MAX). */
+#define ARG_MAX 0x7FFFFFFFUL
+
 static struct {
     int ready;
+    int scanning; /* scans running (const_token is Python code): configure() waits for none */
     unsigned char kinds[256], sizes[256], shifts[256], ref_class[256], pair_class[512];
     PyObject *names;       /* tuple of 256 str */
     PyObject *tokens;      /* tuple of 256 bytes */
@@ -150,12 +162,26 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
+    for (int op = 0; op < 256; op++) {
+        if ((unsigned char)PyBytes_AS_STRING(args[2])[op] > 31) {
+            PyErr_Format(PyExc_ValueError, "configure(): the name-flag shift of opcode %d is above 31", op);
+            return NULL;
+        }
+    }
     long extended_arg = PyLong_AsLong(args[9]);
     long swap = extended_arg == -1 && PyErr_Occurred() ? -1 : PyLong_AsLong(args[10]);
     int localsplus = PyErr_Occurred() ? -1 : PyObject_IsTrue(args[11]);
     int normalizes_jumps = localsplus < 0 ? -1 : PyObject_IsTrue(args[12]);
     long flags_ignored = normalizes_jumps < 0 ? -1 : PyLong_AsLong(args[14]);
     if (normalizes_jumps < 0 || PyErr_Occurred()) {
+        return NULL;
+    }
+    if (extended_arg < 0 || extended_arg > 255 || swap < -1 || swap > 255) {
+        PyErr_SetString(PyExc_ValueError, "configure(): extended_arg must be an opcode (0-255), swap one or -1");
+        return NULL;
+    }
+    if (T.scanning) {
+        PyErr_SetString(PyExc_RuntimeError, "configure(): called while scan() runs (from its const_token)");
         return NULL;
     }
     memcpy(T.kinds, PyBytes_AS_STRING(args[0]), 256);
@@ -690,9 +716,30 @@ put_format(Buf *b, const char *fmt, Py_ssize_t a, Py_ssize_t c, Py_ssize_t d, Py
     return buf_put(b, text, n);
 }
 
-/* The stream after the header: tokens, " ->N" after each jump, the exception table. */
+/* The exception-table field at *pos (6 bits a byte, bit 6: more follow), or -1 where the
+ * table is cut or the field is wider than ARG_MAX (malformed: _codescan._varint raises). */
+static Py_ssize_t
+read_varint(const unsigned char *t, Py_ssize_t n, Py_ssize_t *pos)
+{
+    uint64_t value = 0;
+    unsigned char byte;
+    do {
+        if (*pos >= n) {
+            return -1;
+        }
+        byte = t[(*pos)++];
+        value = (value << 6) | (byte & 63);
+        if (value > ARG_MAX) {
+            return -1;
+        }
+    } while (byte & 64);
+    return (Py_ssize_t)value;
+}
+
+/* The stream after the header: tokens, " ->N" after each jump, the exception table. NULL
+ * with no exception set and *malformed = 1 where the exception table is malformed. */
 static PyObject *
-assemble(Scan *s, Py_ssize_t size, PyObject *exctable, PyObject *code, PyObject *varnames)
+assemble(Scan *s, Py_ssize_t size, PyObject *exctable, PyObject *code, PyObject *varnames, int *malformed)
 {
     PyObject *result = NULL;
     Buf b = {NULL, 0, 0};
@@ -702,6 +749,7 @@ assemble(Scan *s, Py_ssize_t size, PyObject *exctable, PyObject *code, PyObject 
     }
     Py_ssize_t *position = PyMem_Malloc((size_t)(size + 1) * sizeof(Py_ssize_t));
     if (position == NULL) {
+        PyMem_Free(b.data);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t u = 0; u <= size; u++) {
@@ -731,21 +779,11 @@ assemble(Scan *s, Py_ssize_t size, PyObject *exctable, PyObject *code, PyObject 
         while (pos < n) {
             Py_ssize_t fields[4];
             for (int k = 0; k < 4; k++) {
-                if (pos >= n) {
-                    PyErr_SetString(PyExc_ValueError, "truncated exception table");
+                fields[k] = read_varint(t, n, &pos);
+                if (fields[k] < 0) {
+                    *malformed = 1;
                     goto done;
                 }
-                unsigned char byte = t[pos++];
-                Py_ssize_t value = byte & 63;
-                while (byte & 64) {
-                    if (pos >= n) {
-                        PyErr_SetString(PyExc_ValueError, "truncated exception table");
-                        goto done;
-                    }
-                    byte = t[pos++];
-                    value = (value << 6) | (byte & 63);
-                }
-                fields[k] = value;
             }
             Py_ssize_t start = fields[0], end = fields[0] + fields[1], handler = fields[2];
             if (put_format(&b, "\nexc %zd %zd %zd %zd %zd", target_index(position, size, s->count, start),
@@ -818,6 +856,7 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *consts = NULL, *names = NULL, *varnames = NULL, *cells = NULL, *refs = NULL, *result = NULL;
     PyObject *exctable = NULL;
+    T.scanning++; /* the tables stay as they are until this call returns */
     Scan s;
     memset(&s, 0, sizeof s);
     Refs r;
@@ -837,6 +876,9 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(raw);
     Py_ssize_t size = PyBytes_GET_SIZE(raw) / 2; /* code units */
+    if (PyBytes_GET_SIZE(raw) % 2) {
+        goto unsupported; /* a cut instruction: the Python loop raises MalformedCodeError */
+    }
     int has_swap = 0;
     if (T.swap >= 0) {
         for (Py_ssize_t i = 0; i < size; i++) {
@@ -853,6 +895,9 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int kind = T.kinds[op];
         if (kind == K_FILLER) {
             ext = op == T.extended_arg ? (ext | bytes[2 * i + 1]) << 8 : 0;
+            if (ext > (ARG_MAX & ~0xFFUL)) {
+                goto unsupported; /* wider than the interpreter's argument: malformed */
+            }
             i += 1;
             continue;
         }
@@ -942,6 +987,9 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_ssize_t target = kind == K_JABS    ? (Py_ssize_t)arg
                                 : kind == K_JFWD ? after + (Py_ssize_t)arg
                                                  : after - (Py_ssize_t)arg;
+            if (target < 0 || target > size) {
+                goto unsupported; /* outside the code: malformed */
+            }
             if (scan_jump(&s, target) < 0 || scan_open(&s, i) < 0 || put_bytes(&s.text, opening) < 0) {
                 goto done;
             }
@@ -950,6 +998,9 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto unsupported;
         }
         i = after;
+    }
+    if (i > size) {
+        goto unsupported; /* the last instruction's inline caches are cut: malformed */
     }
     scan_close(&s);
     refs = refs_finish(&r);
@@ -963,10 +1014,14 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #if PY_VERSION_HEX >= 0x030B0000
     exctable = Py_NewRef(((PyCodeObject *)code)->co_exceptiontable);
 #endif
-    PyObject *stream = assemble(&s, size, exctable, code, varnames);
+    int malformed = 0;
+    PyObject *stream = assemble(&s, size, exctable, code, varnames, &malformed);
     if (stream != NULL) {
         result = PyTuple_Pack(2, stream, refs);
         Py_DECREF(stream);
+    }
+    else if (malformed) {
+        goto unsupported;
     }
     goto done;
 unsupported:
@@ -980,6 +1035,7 @@ done:
     Py_XDECREF(refs);
     refs_free(&r);
     Py_XDECREF(exctable);
+    T.scanning--;
     return result;
 }
 

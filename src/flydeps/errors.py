@@ -6,7 +6,7 @@ there is one, and what the user can do next.
 
 from __future__ import annotations
 
-__all__ = ["FlydepsError", "GlobalDriftError", "DiscoveryError"]
+__all__ = ["FlydepsError", "GlobalDriftError", "DiscoveryError", "MalformedCodeError"]
 
 
 class FlydepsError(Exception):
@@ -15,6 +15,25 @@ class FlydepsError(Exception):
 
 class DiscoveryError(FlydepsError, TypeError):
     """The object handed to ``discover``/``fingerprint`` cannot be analysed at all."""
+
+
+class MalformedCodeError(DiscoveryError, ValueError):
+    """A code object's bytecode is not something CPython's compiler produces and the code
+    digest cannot read it unambiguously: an argument past its table, an ``EXTENDED_ARG``
+    chain wider than the interpreter's 32-bit argument, a jump outside the code, a truncated
+    instruction or exception table. ``code`` names the function (qualified name, file and
+    line), ``offset`` the byte offset in ``co_code`` (None: the exception table), ``problem``
+    what is wrong. Both decoders raise it with the same message."""
+
+    def __init__(self, code: str, offset: int | None, problem: str) -> None:
+        self.code, self.offset, self.problem = code, offset, problem
+        where = "in its exception table" if offset is None else f"at byte offset {offset} of co_code"
+        super().__init__(
+            f"cannot digest {code}: its bytecode is malformed {where}: {problem}. CPython's "
+            "compiler does not produce this: if the code object was built or rewritten by hand "
+            "(code.replace(co_code=...)), fix that rewrite, or keep the function out of what is "
+            "fingerprinted."
+        )
 
 
 class GlobalDriftError(FlydepsError, RuntimeError):

@@ -37,7 +37,11 @@
  *   Reentrancy: the guard check, the version reader, Context.current, tensor attributes,
  *   the device reader, key hashing and env_reads.holds() run Python code that may replace
  *   any member, clear a dict or drop the state. Every object used after such a call is
- *   held by a strong reference taken before it; nothing borrowed survives a call out.
+ *   held by a strong reference taken before it; nothing borrowed survives a call out (the
+ *   configured objects too: configure() may run inside such a call). Every member and
+ *   configured object is checked for the type its items are read as (exact dicts, a tuple
+ *   tail, the memo and device cell lists of two and one items, the warm plan's tuples of
+ *   the argument count) before an item is read; anything else goes to the Python path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -263,12 +267,21 @@ warm_call(WarmCall *self, PyObject *args, PyObject *kwargs)
             }
             goto slow;
         }
+        if (!PyTuple_Check(tail)) { /* a member Python code may set: read only as a tuple */
+            tail = NULL;
+            goto slow;
+        }
         Py_INCREF(tail);
     }
     /* the same objects for the whole decision, whatever the Python code called below rebinds */
     signer = Py_NewRef(self->signer);
     entries = Py_NewRef(self->entries);
-    version = PyObject_CallNoArgs(env_version);
+    {
+        /* configure() may run inside the call and drop the module's reference */
+        PyObject *reader_fn = Py_NewRef(env_version);
+        version = PyObject_CallNoArgs(reader_fn);
+        Py_DECREF(reader_fn);
+    }
     if (version == NULL) {
         goto error;
     }
@@ -285,7 +298,9 @@ warm_call(WarmCall *self, PyObject *args, PyObject *kwargs)
         goto slow;
     }
     {
-        PyObject *current = PyObject_GetAttr(context_type, s_current);
+        PyObject *context = Py_NewRef(context_type); /* as env_version: held across the lookup */
+        PyObject *current = PyObject_GetAttr(context, s_current);
+        Py_DECREF(context);
         if (current == NULL) {
             goto error;
         }
@@ -372,8 +387,10 @@ warm_call(WarmCall *self, PyObject *args, PyObject *kwargs)
         if (t) {
             goto slow;
         }
-        PyObject *overlay = NULL;
-        if (lookup_attr(hints_tls, s_data, &overlay) < 0) {
+        PyObject *overlay = NULL, *tls = Py_NewRef(hints_tls);
+        int found = lookup_attr(tls, s_data, &overlay);
+        Py_DECREF(tls);
+        if (found < 0) {
             goto error;
         }
         int no_overlay = overlay == NULL || overlay == Py_None;
