@@ -7,6 +7,14 @@ Contract
   current user or that group/others may write (:func:`unsafe_reason`): whoever can write a
   cache decides what the reader believes. A refused or uncreatable store means "run without
   it": answers stay correct, only slower.
+* :func:`open_dir` and :func:`open_entry` apply the same rules to a descriptor: a directory
+  opened and checked by ``fstat`` (another user's directory only where the caller accepts one
+  that group and others cannot write: a shipped, read-only directory, whose owner is trusted
+  as whoever installed the code it serves), and a file in it opened relative to that
+  descriptor without following a symlink, refused unless it is a regular file owned by a
+  trusted user that group and others cannot write (:func:`entry_reason`). They raise
+  :class:`Untrusted` naming the path and why; flydsl_runtime's persistent index and its
+  reads of FlyDSL's artifacts go through them.
 * An entry is one file that starts with the header ``flydeps-store-1 KIND KEY``: read back
   only when the file is a regular file (opened without following symlinks and without
   blocking), at most :data:`MAX_ENTRY_BYTES` long, and its header names exactly the kind
@@ -26,10 +34,12 @@ reads these files.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from blake3 import blake3
@@ -37,10 +47,17 @@ from blake3 import blake3
 __all__ = [
     "MAX_ENTRY_BYTES",
     "STORE_FORMAT",
+    "Untrusted",
+    "check_entry",
+    "entry_reason",
     "header",
+    "open_dir",
+    "open_entry",
     "private_dir",
     "read",
     "read_file",
+    "stat_reason",
+    "trusted_owners",
     "unsafe_reason",
     "write",
     "write_file",
@@ -62,25 +79,136 @@ _READ_FLAGS = (
 _warned: set[tuple[str, str]] = set()
 
 
-def unsafe_reason(path: Path) -> str | None:
-    """Why ``path`` (an existing directory) must not hold a cache, or None when it may:
-    it must be a directory owned by the current user (or a symlink of the user's or
-    root's to one) that neither group nor others can write."""
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is not a directory"
+def _uid() -> int | None:
+    """The current user's id; None where there are no POSIX owners (Windows)."""
     getuid = getattr(os, "getuid", None)
-    if getuid is None:  # Windows: no POSIX owners or modes to check
+    return None if getuid is None else getuid()
+
+
+def stat_reason(info: os.stat_result, owners: Collection[int]) -> str | None:
+    """Why a file or directory whose status is ``info`` must not be trusted, or None when it
+    may: it is owned by one of ``owners`` and neither group nor others can write it."""
+    me = _uid()
+    if me is None:  # Windows: no POSIX owners or modes to check
         return None
-    me = getuid()
-    if st.st_uid != me:
-        return f"it is owned by uid {st.st_uid}, not by you (uid {me})"
-    if st.st_mode & 0o022:
-        return f"group or others can write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    if info.st_uid not in owners:
+        return f"it is owned by uid {info.st_uid}, not by you (uid {me})"
+    if info.st_mode & 0o022:
+        return f"group or others can write it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def unsafe_reason(path: Path, *, shared: bool = False) -> str | None:
+    """Why ``path`` (an existing directory) must not hold a cache, or None when it may:
+    it must be a directory owned by the current user (with ``shared``: by any user) that
+    neither group nor others can write, or a symlink of the user's or root's to one."""
+    return _dir_reason(os.stat(path), path, shared)
+
+
+def _dir_reason(info: os.stat_result, path: str | os.PathLike[str], shared: bool) -> str | None:
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    me = _uid()
+    if me is None:
+        return None
+    reason = stat_reason(info, (info.st_uid,) if shared else (me,))
+    if reason is not None:
+        return reason
     link = os.lstat(path)
     if stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
         return f"it is reached through a symlink owned by uid {link.st_uid}"
     return None
+
+
+class Untrusted(Exception):
+    """A directory or file :func:`open_dir` / :func:`open_entry` refused: ``path`` and ``reason``."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {reason}")
+        self.path, self.reason = os.fspath(path), reason
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_dir(path: str | os.PathLike[str], *, shared: bool = False) -> tuple[int, os.stat_result]:
+    """``path`` opened as a directory (a descriptor the caller closes) and its status, read
+    from the descriptor: accepted as :func:`unsafe_reason` accepts a directory, else
+    :class:`Untrusted`; ``FileNotFoundError`` (``NotADirectoryError``) when there is none."""
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        info = os.fstat(fd)
+        reason = _dir_reason(info, path, shared)
+    except BaseException:
+        os.close(fd)
+        raise
+    if reason is not None:
+        os.close(fd)
+        raise Untrusted(path, reason)
+    return fd, info
+
+
+def trusted_owners(directory: os.stat_result) -> frozenset[int]:
+    """Who may own a file in a directory whose status is ``directory``: the current user,
+    root, and the directory's owner (who can replace any file in it anyway)."""
+    me = _uid()
+    return frozenset({directory.st_uid, 0} if me is None else {me, 0, directory.st_uid})
+
+
+def entry_reason(info: os.stat_result, owners: Collection[int]) -> str | None:
+    """Why a directory entry whose ``lstat`` status is ``info`` must not be read (:func:`stat_reason`,
+    and it must be a regular file, not a symlink), or None."""
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    return stat_reason(info, owners)
+
+
+def open_entry(
+    name: str, dir_fd: int, owners: Collection[int], *, where: str | os.PathLike[str], create: bool = False
+) -> tuple[int, os.stat_result]:
+    """The file ``name`` in the directory open as ``dir_fd`` (at ``where``, for messages),
+    opened read-only without following a symlink or blocking (with ``create``, a missing
+    one created 0600 and opened read-write), and its status from the descriptor; refused
+    by :func:`entry_reason` (:class:`Untrusted`); ``FileNotFoundError`` when missing."""
+    path = os.path.join(where, name)
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        try:
+            fd = os.open(name, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+        except FileExistsError:  # another process created it meanwhile: checked as any existing file
+            return open_entry(name, dir_fd, owners, where=where)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink
+            raise Untrusted(path, "it is a symbolic link") from None
+        raise Untrusted(path, f"it cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        reason = entry_reason(info, owners)
+    except BaseException:
+        os.close(fd)
+        raise
+    if reason is not None:
+        os.close(fd)
+        raise Untrusted(path, reason)
+    return fd, info
+
+
+def check_entry(name: str, dir_fd: int, owners: Collection[int], *, where: str | os.PathLike[str]) -> None:
+    """Raise :class:`Untrusted` when the entry ``name`` of the directory open as ``dir_fd``
+    exists and :func:`entry_reason` refuses it (by ``lstat``: a symlink is refused unread)."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    reason = entry_reason(info, owners)
+    if reason is not None:
+        raise Untrusted(os.path.join(where, name), reason)
 
 
 def private_dir(*dirs: Path) -> Path | None:

@@ -41,10 +41,18 @@ variable it lists still has the value the trace read (a different value is anoth
 (``INSERT OR IGNORE``: two processes recording the same specialization leave one row).
 Every failure of the store — unreadable, corrupt, truncated, locked for too long, not
 writable — is a miss or a skipped write with one warning on the ``flydsl_runtime`` logger
-naming the file; a corrupt file is moved aside (``.corrupt-<time>``) and a new one is
-started. Nothing here raises into a launcher call. Where this process cannot write (the
-directory or file is not writable: another user's, a read-only mount) the file is opened
-read-only (:mod:`.sqlitefile`) and no row is written.
+naming the file; a damaged file (any error but a busy or unopenable store's, an
+``OSError`` or a setting's: a damaged schema page surfaces as ``UnicodeDecodeError``) is
+moved aside (``.corrupt-<time>-<pid>``) and a new one is started. Nothing here raises into
+a launcher call.
+
+Trust (:func:`_open`): the file is used only where no other user can write it or its
+directory (the rules of :mod:`flydeps._memofile`, checked by ``fstat`` on descriptors
+opened without following symlinks, its ``-wal``/``-shm``/``-journal`` files too, and
+SQLite must open the very file checked: :func:`.sqlitefile.open_checked`); otherwise
+:class:`IndexRefused`, one warning per process, and no persistence. Another user's
+directory that group and others cannot write (a shipped one), a read-only mount, or a
+directory this process cannot write is read only (:mod:`.sqlitefile`): no row is written.
 
 For AOT builds (:mod:`.aotbuild`): :func:`defer_writes` collects a worker's rows for the
 parent (the one writer), :func:`collect_uses` notes the rows a worker was served and the
@@ -73,8 +81,8 @@ from typing import Any
 
 from blake3 import blake3
 
-from flydeps import settings
-from flydeps._environ import EnvReads, current
+from flydeps import _memofile, settings
+from flydeps._environ import EnvReads, current, label
 from flydeps._fsmeta import file_states, real_path
 from flydeps.errors import FlydepsError
 from flydeps.fingerprint import Fingerprint
@@ -90,11 +98,13 @@ except ImportError:  # not built (no compiler, another platform or interpreter):
 __all__ = [
     "INDEX_NAME",
     "IndexReadError",
+    "IndexRefused",
     "Row",
     "Uses",
     "at",
     "close",
     "collect_uses",
+    "describe",
     "compact",
     "disk_key",
     "disk_key_with",
@@ -359,41 +369,93 @@ _lock = threading.Lock()
 _connections: dict[tuple[Path, int], sqlite3.Connection] = {}
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """One connection per file and thread (sqlite3 connections are not shared across threads).
+class IndexRefused(FlydepsError, RuntimeError):
+    """The index file, or its directory, is not one this process may trust (:func:`_open`):
+    another user can write it, it is a symbolic link or not a regular file."""
 
-    Where this process cannot write (the directory, or the file, is not writable: a shipped
-    directory owned by another user, a read-only mount) the file is opened read-only
-    (:mod:`.sqlitefile`): rows are read, none is written (:func:`read_only` says so)."""
+
+# Index files refused in this process (one warning each), by path.
+_refused: dict[Path, IndexRefused] = {}
+# The inode each index file had when this process opened it: set aside only while it still does.
+_opened: dict[Path, tuple[int, int]] = {}
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """One connection per file and thread (sqlite3 connections are not shared across threads),
+    opened by :func:`_open`; raises :class:`IndexRefused` (remembered for the process) for a
+    file or directory this process may not trust."""
     key = (path, threading.get_ident())
     with _lock:
         conn = _connections.get(key)
         if conn is not None:
             return conn
-    if settings.can_write_file(path):
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA synchronous=NORMAL")
-            # The journal mode and the tables persist in the file: set up once, marked by user_version.
-            if conn.execute("PRAGMA user_version").fetchone()[0] not in (_SET_UP_WAL, _SET_UP_ROLLBACK):
-                rollback = _deferred is not None or _path_override is not None or sqlitefile.on_network_fs(path.parent)
-                conn.execute(f"PRAGMA journal_mode={'DELETE' if rollback else 'WAL'}")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {_SET_UP_ROLLBACK if rollback else _SET_UP_WAL}")
-        except sqlite3.Error:
-            conn.close()
-            raise
-    else:
-        with _lock:
-            _read_only.add(path)  # whether or not it can be read: no row is written here
-        conn = sqlitefile.open_read_only(path)
+    refused = _refused.get(path)
+    if refused is not None:
+        raise refused
+    try:
+        conn = _open(path)
+    except _memofile.Untrusted as why:
+        refused = _refused[path] = IndexRefused(
+            f"persistent index {path} not used: {why.path}: {why.reason}; make the directory yours and "
+            "private (`chmod 700 DIR`, the index file `chmod 600`) or set FLYDEPS_CACHE_DIR to a directory "
+            "only you can write (running without persistence: every new process traces)"
+        )
+        raise refused from None
     with _lock:
         _connections[key] = conn
     return conn
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The index file ``path``, opened only where no other user can write it or its directory.
+
+    The directory is opened and checked by ``fstat`` (:func:`flydeps._memofile.open_dir`):
+    the current user's, which group and others cannot write; or another user's that group
+    and others cannot write (a shipped directory), which is read and never written, even by
+    root. The file (created 0600 where missing and this process may write), and each
+    ``-wal``/``-shm``/``-journal`` file beside it, must be a regular file (no symlink)
+    owned by this user, root or the directory's owner, that group and others cannot write;
+    SQLite must then open that very file (:func:`.sqlitefile.open_checked`). Where this
+    process cannot write (a shipped directory, a read-only mount) the file is opened
+    read-only (:mod:`.sqlitefile`): rows are read, none is written (:func:`read_only`)."""
+    writable = settings.can_write_file(path)
+    if writable and not os.path.isdir(path.parent):
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    dir_fd, directory = _memofile.open_dir(path.parent, shared=True)
+    try:
+        me = getattr(os, "getuid", lambda: directory.st_uid)()
+        writable = writable and directory.st_uid == me  # another user's directory: read only
+        owners = _memofile.trusted_owners(directory)
+        fd, checked = _memofile.open_entry(path.name, dir_fd, owners, where=path.parent, create=writable)
+        os.close(fd)
+        for suffix in _SIDE_FILES:
+            _memofile.check_entry(path.name + suffix, dir_fd, owners, where=path.parent)
+    finally:
+        os.close(dir_fd)
+    if not writable:
+        with _lock:
+            _read_only.add(path)  # whether or not it can be read: no row is written here
+    conn = sqlitefile.open_checked(path, checked, read_only=not writable)
+    _opened[path] = (checked.st_dev, checked.st_ino)
+    if writable:
+        try:
+            _set_up(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _set_up(conn: sqlite3.Connection, path: Path) -> None:
+    """The journal mode and the tables, once per file (they persist in it, marked by user_version)."""
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if conn.execute("PRAGMA user_version").fetchone()[0] not in (_SET_UP_WAL, _SET_UP_ROLLBACK):
+        rollback = _deferred is not None or _path_override is not None or sqlitefile.on_network_fs(path.parent)
+        conn.execute(f"PRAGMA journal_mode={'DELETE' if rollback else 'WAL'}")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {_SET_UP_ROLLBACK if rollback else _SET_UP_WAL}")
 
 
 # Index files this process opened read-only (it cannot write where they are).
@@ -422,25 +484,71 @@ def _forget(path: Path) -> None:
             _connections.pop(key).close()
 
 
+# (path, what was said) of the failures already warned of in this process.
+_warned: set[tuple[Path, str]] = set()
+
+
+def _warn_once(path: Path, text: str) -> None:
+    if (path, text) not in _warned:
+        _warned.add((path, text))
+        log.warning("flydsl_runtime: %s", text)
+
+
+def _failed(path: Path, error: Exception, doing: str) -> None:
+    """A failure of the store while ``doing`` (``read``, ``written``): a refused file is named
+    once; a damaged one (:func:`_is_damage`) is set aside where this process may write it;
+    anything else (locked, unwritable) is one warning per path and message."""
+    if isinstance(error, IndexRefused):
+        _warn_once(path, str(error))
+    elif _is_damage(error) and not read_only(path):
+        _set_aside(path, error)
+    else:
+        _warn_once(path, f"persistent index {path} not {doing}: {describe(error)}")
+
+
+def describe(error: BaseException) -> str:
+    """``error`` in a message: SQLite's and the OS's words as they are, any other by its type too."""
+    return str(error) if isinstance(error, (sqlite3.Error, OSError)) else f"{type(error).__name__}: {error}"
+
+
 def _set_aside(path: Path, error: Exception) -> None:
-    """A corrupt index: moved aside (kept for inspection), a new one starts on next use."""
+    """A damaged index: renamed ``<name>.corrupt-<time>-<pid>`` (kept for inspection) with its
+    journal files, while ``path`` still names the file this process opened (another process
+    may have set it aside and started a new one already); a new one starts on next use."""
     _forget(path)
-    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    opened = _opened.pop(path, None)
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}-{os.getpid()}")
     try:
+        now = os.lstat(path)
+        if opened is not None and (now.st_dev, now.st_ino) != opened:
+            return  # already set aside and started anew by another process
         os.replace(path, aside)
-        for suffix in ("-wal", "-shm"):
+        for suffix in _SIDE_FILES:  # a stale journal must never be rolled into the new file
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-        log.warning("flydsl_runtime: persistent index %s is unreadable (%s); moved to %s", path, error, aside)
-    except OSError as exc:
         log.warning(
-            "flydsl_runtime: persistent index %s is unreadable (%s) and could not be moved: %s", path, error, exc
+            "flydsl_runtime: persistent index %s is unreadable (%s); moved to %s, a new one starts",
+            path,
+            describe(error),
+            aside,
         )
+    except OSError as exc:
+        _warn_once(path, f"persistent index {path} is unreadable ({describe(error)}) and could not be moved: {exc}")
 
 
-def _is_corruption(error: sqlite3.Error) -> bool:
-    """SQLite's words for a damaged or foreign file (a locked or unwritable one is not)."""
-    text = str(error)
-    return "malformed" in text or "not a database" in text
+# SQLite's words for a store that is busy or cannot be opened or written: not damage.
+_TRANSIENT = ("locked", "busy", "unable to open", "readonly", "read-only", "disk is full", "interrupted")
+
+
+def _is_damage(error: Exception) -> bool:
+    """``error`` says the file is damaged or foreign: any error but an ``OSError``, a
+    ``MemoryError``, flydeps' own (a refusal, a bad setting) or SQLite's words for a busy, locked or unopenable store (a
+    damaged schema page can surface as ``UnicodeDecodeError`` from SQLite's message)."""
+    if isinstance(error, (OSError, MemoryError, FlydepsError)):  # FlydepsError: a refusal, a bad setting
+        return False
+    if isinstance(error, sqlite3.OperationalError):
+        text = str(error).lower()
+        return not any(word in text for word in _TRANSIENT)
+    return True
 
 
 def parse_reads(text: str) -> tuple[tuple[str, str | None], ...]:
@@ -450,8 +558,8 @@ def parse_reads(text: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def reads_json(reads: EnvReads) -> str | None:
-    if reads.listed is not None:
-        return None  # the trace listed the whole environment: not persisted
+    if reads.listed is not None or reads.local:
+        return None  # the trace listed the whole environment, or hit a memo (flydeps._memoreads): not persisted
     return json.dumps(sorted([name, value] for name, value in reads.values), separators=(",", ":"))
 
 
@@ -468,11 +576,8 @@ def lookup(key: str) -> Row | None:
             .execute("SELECT env_reads, launcher, ir_key FROM specializations WHERE key = ?", (key,))
             .fetchall()
         )
-    except sqlite3.Error as error:
-        if _is_corruption(error) and not read_only(path):
-            _set_aside(path, error)
-        else:
-            log.warning("flydsl_runtime: persistent index %s not read: %s", path, error)
+    except Exception as error:  # whatever the file makes SQLite or the driver raise: a miss
+        _failed(path, error, "read")
         return None
     for reads_text, launcher, ir_key in rows:
         try:
@@ -519,8 +624,10 @@ def launcher_rows(launcher: str) -> list[tuple[tuple[tuple[str, str | None], ...
             )
             .fetchall()
         )
-    except (sqlite3.Error, OSError) as error:
-        raise IndexReadError(f"{path}: not readable ({error})") from None
+    except IndexRefused as error:
+        raise IndexReadError(str(error)) from None
+    except Exception as error:
+        raise IndexReadError(f"{path}: not readable ({describe(error)})") from None
     out = []
     for reads_text, detail_text, created in rows:
         try:
@@ -593,6 +700,9 @@ def record(
     it was not written."""
     reads_text = reads_json(reads)
     if reads_text is None:
+        if reads.local:  # issue 35.4: what a memo another process cannot compare answered
+            shown = "; ".join(label(name) for name in reads.local_names)
+            log.info("%s: not persisted, its trace consulted a memoized reader (%s)", launcher, shown)
         return False
     if _deferred is not None:  # an AOT build worker: the parent writes (aotbuild)
         _deferred.append((key, launcher, ir_key, reads, detail, replace))
@@ -614,14 +724,15 @@ def record(
                 except sqlite3.Error as error:  # the row is written; trimming waits for the next one
                     log.warning("flydsl_runtime: persistent index %s not trimmed: %s", path, error)
             return True
-        except sqlite3.Error as error:
-            if attempt == 1 and _is_corruption(error):
-                _set_aside(path, error)
-                continue
-            log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
+        except FlydepsError as error:  # a refused file is named once; a bad setting names itself
+            if not isinstance(error, IndexRefused):
+                raise
+            _failed(path, error, "written")
             return False
-        except OSError as error:
-            log.warning("flydsl_runtime: persistent index %s not written: %s", path, error)
+        except Exception as error:  # whatever the file makes SQLite or the driver raise: not written
+            _failed(path, error, "written")
+            if attempt == 1 and _is_damage(error) and not read_only(path):
+                continue  # set aside: a new file takes the row
             return False
     return False
 
@@ -697,8 +808,8 @@ def read_rows(path: Path) -> list[tuple[str, str, str, str, float, str, str]]:
             ).fetchall()
         finally:
             conn.close()
-    except sqlite3.Error as error:
-        raise IndexReadError(f"{path}: not a readable persistent index ({error})") from None
+    except Exception as error:  # a damaged file can make the driver raise anything (UnicodeDecodeError)
+        raise IndexReadError(f"{path}: not a readable persistent index ({describe(error)})") from None
     return [(str(k), str(r), str(n), str(i), float(c), str(py), str(d)) for k, r, n, i, c, py, d in rows]
 
 
@@ -711,7 +822,7 @@ def read_toolchain_keys(path: Path) -> list[str]:
             return [str(k) for (k,) in conn.execute("SELECT DISTINCT flydsl_key FROM toolchains").fetchall()]
         finally:
             conn.close()
-    except sqlite3.Error:
+    except Exception:  # cannot say (read_rows names the failure)
         return []
 
 
@@ -740,7 +851,7 @@ def compact(*, vacuum: bool = False) -> None:
                 "a process that cannot write in its directory will not read it",
                 path,
             )
-    except sqlite3.Error as error:
+    except (sqlite3.Error, IndexRefused) as error:
         log.warning("flydsl_runtime: persistent index %s not compacted: %s", path, error)
     finally:
         _forget(path)  # this process's next use opens it as any process would
@@ -962,15 +1073,15 @@ def toolchain_key() -> str:
     for path in stores:
         try:
             found = _connect(path).execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
-        except (sqlite3.Error, OSError):
-            found = None  # lookup() and record() report a broken store; here it only costs a hash
+        except Exception:  # lookup() and record() report a broken or refused store; here it costs a hash
+            found = None
         if found is not None:
             break
     key = found[0] if found is not None else _compute_toolchain_key()
     if found is None and _deferred is None:
         try:
             _connect(stores[-1]).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", (files, key))
-        except (sqlite3.Error, OSError):
+        except Exception:  # as above: only a hash in the next process
             pass
     _toolchain_memo[place] = (files, key)
     return key
@@ -986,7 +1097,7 @@ def remember_toolchain() -> None:
         return
     try:
         _connect(index_path()).execute("INSERT OR IGNORE INTO toolchains VALUES (?, ?)", known)
-    except (sqlite3.Error, OSError) as error:
+    except (sqlite3.Error, OSError, IndexRefused) as error:
         log.debug("flydsl_runtime: toolchain key not remembered in %s: %s", index_path(), error)
 
 

@@ -12,15 +12,31 @@ SQLite reads a rollback-journal file read-only with its usual locks; a WAL file 
 opened ``immutable`` (no locks: nothing writes through a read-only mount); otherwise, and
 for a rollback journal a writer died in (SQLite must roll it back first), the error stands
 and says what to do.
+
+SQLite opens a file by its path. :func:`open_checked` opens one the caller checked through
+a descriptor (:func:`flydeps._memofile.open_entry`: no symlink, a regular file of a trusted
+owner) and makes sure SQLite opened that very file: on Linux, one of the descriptors the
+connection opened (``/proc/self/fd``, listed before and after, under one lock) is the
+checked inode, or (SQLite reused a descriptor it kept for that file) no new one is another
+file than its journal files and the path still names it; elsewhere, the path still names
+it after the open. Otherwise it raises
+:class:`flydeps._memofile.Untrusted` (the file was replaced between the check and the
+open). The read-write open never creates the file (``mode=rw``): the caller created it
+0600 without following a symlink.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["NETWORK_FS", "fs_type", "on_network_fs", "open_read_only"]
+from flydeps._memofile import Untrusted
+
+__all__ = ["NETWORK_FS", "fs_type", "on_network_fs", "open_checked", "open_read_only"]
 
 # File system types that hosts share over a network (``/proc/self/mountinfo``'s names).
 NETWORK_FS = frozenset(
@@ -84,6 +100,92 @@ def open_read_only(path: Path) -> sqlite3.Connection:
             f"{error} (an index in WAL mode that this process cannot write beside: {todo}, or rebuild "
             "it with `flydeps aot build`, which leaves it readable without write access)"
         ) from None
+
+
+_open_lock = threading.Lock()
+
+
+def open_checked(path: Path, checked: os.stat_result, *, read_only: bool) -> sqlite3.Connection:
+    """``path`` opened by SQLite (read-only by :func:`open_read_only`, else read-write without
+    creating it), after the caller checked the file it names (``checked``: its ``fstat``):
+    :class:`flydeps._memofile.Untrusted` when SQLite opened another file."""
+
+    def read_write() -> sqlite3.Connection:
+        uri = f"{path.absolute().as_uri()}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()  # opens the file (and its log)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    connect: Callable[[], sqlite3.Connection] = (lambda: open_read_only(path)) if read_only else read_write
+    with _open_lock:  # no other connection opens meanwhile: the new descriptors are this one's
+        before = _descriptors()
+        conn = connect()
+        same = _opened(before, checked, path) if before is not None else _names(path, checked)
+    if not same:
+        conn.close()
+        raise Untrusted(path, "it was replaced by another file while it was opened")
+    return conn
+
+
+_FD_DIR = "/proc/self/fd"
+
+
+def _descriptors() -> set[str] | None:
+    """This process's open descriptors (Linux), or None where they cannot be listed. Not the
+    one the listing itself used (closed by now: the next file opened may take its number)."""
+    try:
+        names = os.listdir(_FD_DIR)
+    except OSError:
+        return None
+    numbers = sorted(int(name) for name in names)
+    for fd in numbers:  # the listing took the lowest free number: every one below it is open
+        try:
+            os.fstat(fd)
+        except OSError:
+            numbers.remove(fd)
+            break
+    return {str(fd) for fd in numbers}
+
+
+def _opened(before: set[str], checked: os.stat_result, path: Path) -> bool:
+    """SQLite's connection to ``path`` (opened since ``before`` was listed) is to the file
+    ``checked`` describes: a descriptor opened since is that file; or SQLite took one it had
+    kept open for that file (it keeps a closed connection's descriptor while another
+    connection of the process holds a lock on it, and reuses it for the same file) - then
+    no new descriptor is another regular file than its journal files, and ``path`` still
+    names the checked file."""
+    ours = (checked.st_dev, checked.st_ino)
+    others = []
+    for name in set(os.listdir(_FD_DIR)) - before:
+        try:
+            info = os.stat(os.path.join(_FD_DIR, name))
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == ours:
+            return True
+        if stat.S_ISREG(info.st_mode):
+            others.append((info.st_dev, info.st_ino))
+    journals = set()
+    for suffix in ("-wal", "-shm", "-journal"):
+        try:
+            info = os.lstat(f"{path}{suffix}")
+        except OSError:
+            continue
+        journals.add((info.st_dev, info.st_ino))
+    return all(other in journals for other in others) and _names(path, checked)
+
+
+def _names(path: Path, checked: os.stat_result) -> bool:
+    """``path`` names the file ``checked`` describes (without following a symlink)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == (checked.st_dev, checked.st_ino)
 
 
 def _on_read_only_mount(path: Path) -> bool:

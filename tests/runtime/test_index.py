@@ -670,7 +670,8 @@ def test_the_rocm_root_asked_in_c_is_what_ctypes_and_the_binding_give(monkeypatc
     for value in ("/opt/a", "/opt/\u00e9t\u00e9", ""):
         monkeypatch.setenv("ROCM_PATH", value)
         assert function() == by_ctypes() == os.fsencode(_mlirDialectsFlyROCDL.rocm_path())
-    assert capi.string_ref(library, "no_such_symbol_here") is None
+    with pytest.raises(ValueError, match="no_such_symbol_here"):  # C calls only known functions
+        capi.string_ref(library, "no_such_symbol_here")
     assert index._ctypes_string_ref(library, "no_such_symbol_here") is None
     elsewhere = os.path.join(os.path.dirname(_mlir_libs.__file__), "libnot-loaded.so")
     assert capi.string_ref(elsewhere, symbol) is None
