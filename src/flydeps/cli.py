@@ -451,17 +451,22 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_aot_list(args: argparse.Namespace) -> int:
-    """``flydeps aot list DIR``: one line per specialization (or JSON); 1 when an artifact
-    is missing (a runtime would trace that specialization), 2 when DIR has no readable index."""
+    """``flydeps aot list DIR``: one line per specialization (or JSON); each row it cannot
+    list (damaged, or not written by a build) one line on stderr naming it; 1 when an
+    artifact is missing (a runtime would trace that specialization) or a row is bad, 2 when
+    DIR has no readable index."""
     try:
-        from flydsl_runtime.aot import shipped, toolchain_here
-        from flydsl_runtime.index import IndexReadError
+        from flydsl_runtime.aot import listing, toolchain_here
+        from flydsl_runtime.index import INDEX_NAME, IndexReadError
     except ImportError as exc:
         raise _UsageError(f"flydeps aot list needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
     try:
-        rows = shipped(Path(args.dir), check_artifacts=not args.no_artifacts)
+        found = listing(Path(args.dir), check_artifacts=not args.no_artifacts)
     except IndexReadError as exc:
         raise _UsageError(f"flydeps aot list: {_shown(str(exc))}") from None
+    for bad in found.bad:
+        log.error("%s: %s", _shown(str(Path(args.dir) / INDEX_NAME)), _shown(bad.line()))
+    rows = found.rows
     missing = sum(r.artifact is False for r in rows)
     if args.format == "json":
         import dataclasses
@@ -478,8 +483,9 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
         if elsewhere:  # this process's toolchain is not the build's: say which one it is
             head += f": {elsewhere} of them have it for another FlyDSL toolchain than this process's"
             head += f" ({toolchain_here()})"
+        head += f"; {_plural(len(found.bad), 'bad row')} not listed (named on stderr)" if found.bad else ""
         sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
-    return EXIT_PROBLEMS if missing else EXIT_OK
+    return EXIT_PROBLEMS if missing or found.bad else EXIT_OK
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:

@@ -17,10 +17,18 @@ Any other value of ``FLYDEPS_AOT`` than ``off`` (the default) and ``strict`` is 
 
 :func:`differences` is the comparison, usable on its own (tests, reports): two key-parts
 dicts (:func:`.index.key_parts`) in, human reasons out, most specific first.
+
+:func:`listing` is what a shipped directory holds (``flydeps aot list``): each index row
+checked against the shape a build writes, the well-formed ones as :class:`Shipped`, each
+other one a :class:`BadRow` naming the row and what is wrong with it; a bad row never
+fails the listing of the others. Reads only.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +42,9 @@ from flydeps.errors import FlydepsError
 
 from . import explain
 
-__all__ = ["AotMissError", "Shipped", "differences", "probing", "shipped", "strict"]
+__all__ = ["AotMissError", "BadRow", "Listing", "Shipped", "differences", "listing", "probing", "shipped", "strict"]
+
+log = logging.getLogger("flydsl_runtime")
 
 
 class AotMissError(FlydepsError, RuntimeError):
@@ -268,62 +278,262 @@ class Shipped:
         return ", ".join(parts)
 
 
-def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
-    """The specializations the index in ``directory`` holds, by launcher, then newest first.
+@dataclass(frozen=True)
+class BadRow:
+    """A row of a shipped index without the shape this flydsl_runtime writes (a damaged
+    file, a row edited by hand or written by another tool): named, not listed."""
 
-    ``check_artifacts``: look for each row's FlyDSL artifact as a runtime with *this*
-    FlyDSL would (its disk key namespaces the IR key by the current toolchain; the artifact
-    in ``directory/flydsl/<function>/``); one missing for it but there for another toolchain
-    the index remembers (the build's, listed from a shell with another ``ROCM_PATH``) is
-    ``other_toolchain``. Reads only: no row, artifact or toolchain entry is
-    written (SQLite may create its ``-shm``/``-wal`` side files beside the index, as any
-    reader of a WAL-mode database does, and removes them when it can).
+    row: int  # its SQLite rowid
+    launcher: str  # as stored ("?" when that is not text)
+    problem: str
+
+    def line(self) -> str:
+        return f"row {self.row} (launcher {self.launcher}): {self.problem}"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a shipped directory holds (:func:`listing`): its well-formed rows, by launcher
+    then newest first, and its bad ones, by row number."""
+
+    rows: tuple[Shipped, ...]
+    bad: tuple[BadRow, ...]
+
+
+def listing(directory: Path, *, check_artifacts: bool = True) -> Listing:
+    """The specializations the index in ``directory`` holds, and the rows it cannot list.
+
+    Each row is checked against the shape a build writes (:func:`_checked`: the types of
+    its columns, and of the parts of its ``detail`` a listing shows: ``arch``, ``args`` as
+    key signatures, ``env``, ``versions``); one without it is a :class:`BadRow` saying what
+    is wrong, and every other row is listed. ``check_artifacts``: look for each row's FlyDSL
+    artifact as a runtime with *this* FlyDSL would (its disk key namespaces the IR key by
+    the current toolchain; the artifact in ``directory/flydsl/<function>/``); one missing
+    for it but there for another toolchain the index remembers (the build's, listed from a
+    shell with another ``ROCM_PATH``) is ``other_toolchain``. Reads only: no row, artifact
+    or toolchain entry is written (SQLite may create its ``-shm``/``-wal`` side files beside
+    the index, as any reader of a WAL-mode database does, and removes them when it can).
     Raises :class:`.index.IndexReadError` naming the file when there is no readable index."""
-    import json
-
     from . import index
 
     if Path(directory).exists() and not Path(directory).is_dir():
         raise index.IndexReadError(f"{directory} is a file, not the --out DIR of an AOT build")
-    rows = index.read_rows(Path(directory) / index.INDEX_NAME)
+    path = Path(directory) / index.INDEX_NAME
+    stored = _stored_rows(path)
     present: set[str] | None = None
     toolchain = ""
     others: list[str] = []
     if check_artifacts:
         toolchain = index._compute_toolchain_key()  # FlyDSL's own, not remembered in any index: no write
         present = {p.stem for p in (Path(directory) / "flydsl").glob("*/*.pkl")}
-        others = [k for k in index.read_toolchain_keys(Path(directory) / index.INDEX_NAME) if k != toolchain]
-    out = []
-    for _key, reads_text, launcher, ir_key, created, _python, detail_text in rows:
-        try:
-            detail = json.loads(detail_text)
-            reads = index.parse_reads(reads_text)
-        except (ValueError, TypeError):
-            detail, reads = {}, ()
-        if not isinstance(detail, dict):
-            detail = {}
-        args, env = detail.get("args"), detail.get("env")
-        args = args if isinstance(args, dict) else {}
-        env = env if isinstance(env, dict) else {}
-        artifact = index.disk_key_with(toolchain, ir_key) in present if present is not None else None
+        others = [k for k in index.read_toolchain_keys(path) if k != toolchain]
+    out, bad = [], []
+    for raw in stored:
+        checked = _checked(raw)
+        if isinstance(checked, BadRow):
+            bad.append(checked)
+            continue
+        artifact = index.disk_key_with(toolchain, checked.ir_key) in present if present is not None else None
         elsewhere = (
-            present is not None and not artifact and any(index.disk_key_with(k, ir_key) in present for k in others)
+            present is not None
+            and not artifact
+            and any(index.disk_key_with(k, checked.ir_key) in present for k in others)
         )
-        out.append(
-            Shipped(
-                launcher,
-                tuple((str(name), _text(sig)) for name, sig in args.items()),
-                str(detail.get("arch", "?")),
-                tuple(sorted((str(k), str(v)) for k, v in env.items() if v not in ("", None))),
-                reads,
-                tuple(str(v) for v in detail.get("versions") or ()),
-                created,
-                ir_key,
-                artifact,
-                elsewhere,
-            )
+        out.append(dataclasses.replace(checked, artifact=artifact, other_toolchain=elsewhere))
+    return Listing(tuple(sorted(out, key=lambda s: (s.launcher, -s.created))), tuple(bad))
+
+
+def shipped(directory: Path, *, check_artifacts: bool = True) -> list[Shipped]:
+    """The well-formed specializations of :func:`listing`; each bad row is logged as a
+    warning (logger ``flydsl_runtime``) naming the index and the row."""
+    from . import index
+
+    found = listing(directory, check_artifacts=check_artifacts)
+    for row in found.bad:
+        log.warning("%s: %s", Path(directory) / index.INDEX_NAME, row.line())
+    return list(found.rows)
+
+
+def _stored_rows(path: Path) -> list[tuple]:
+    """Every row of the index file ``path`` as SQLite holds it, ``(rowid, key, env_reads,
+    launcher, ir_key, created, detail)`` by rowid, opened read-only (no table created or
+    migrated, a damaged file not set aside). Text that is not UTF-8 comes back with its
+    bytes as surrogates, a value of another type as it is: :func:`_checked` names either,
+    where :func:`.index.read_rows`, which converts every value, fails the whole listing.
+    Raises :class:`.index.IndexReadError` naming the file."""
+    from . import index, sqlitefile
+
+    if not path.is_file():
+        raise index.IndexReadError(
+            f"{path}: no persistent index there (an AOT build writes {index.INDEX_NAME} into its --out DIR)"
         )
-    return sorted(out, key=lambda s: (s.launcher, -s.created))
+    try:
+        conn = sqlitefile.open_read_only(path)
+        try:
+            conn.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
+            return conn.execute(
+                "SELECT rowid, key, env_reads, launcher, ir_key, created, detail FROM specializations ORDER BY rowid"
+            ).fetchall()
+        finally:
+            conn.close()
+    except Exception as error:  # a damaged file makes the driver raise more than sqlite3.Error (UnicodeDecodeError)
+        raise index.IndexReadError(f"{path}: not a readable persistent index ({index.describe(error)})") from None
+
+
+class _Bad(ValueError):
+    """What is wrong with a row (:func:`_checked`)."""
+
+
+def _checked(raw: tuple) -> Shipped | BadRow:
+    """A stored row (:func:`_stored_rows`) as a :class:`Shipped` (its artifact not yet
+    looked for), or the :class:`BadRow` saying what in it has not the shape a build writes."""
+    rowid, _key, reads_text, launcher, ir_key, created, detail_text = raw
+    shown = launcher if _is_text(launcher) else "?"
+    try:
+        texts = (("key", _key), ("env_reads", reads_text), ("launcher", launcher), ("ir_key", ir_key))
+        for name, value in (*texts, ("detail", detail_text)):
+            if not _is_text(value):
+                raise _Bad(f"{name} is {_kind(value)}, not UTF-8 text")
+        reads = _reads(reads_text)
+        stamp = _created(created)
+        detail = _detail(detail_text)
+    except _Bad as problem:
+        return BadRow(int(rowid), shown, str(problem))
+    env = detail["env"]
+    return Shipped(
+        launcher,
+        tuple((name, _text(sig)) for name, sig in detail["args"].items()),
+        detail["arch"],
+        tuple(sorted((k, str(v)) for k, v in env.items() if v not in ("", None))),
+        tuple((name, value) for name, value in reads),
+        tuple(detail["versions"]),
+        stamp,
+        ir_key,
+        None,
+    )
+
+
+def _is_text(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 (surrogates, _stored_rows)
+        return False
+    return True
+
+
+def _kind(value: object) -> str:
+    """A stored or JSON value's type, as a message names it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, bytes):
+        return f"a blob of {len(value)} bytes"
+    if isinstance(value, str):
+        clipped = value if len(value) <= 40 else value[:40] + "..."
+        return f"text {clipped!r}" if _is_text(value) else "text that is not UTF-8"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a list of {len(value)}" if isinstance(value, list) else type(value).__name__
+
+
+def _parsed(text: str, column: str) -> object:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise _Bad(f"{column} is JSON nested too deep") from None
+    except ValueError as error:
+        raise _Bad(f"{column} is not JSON ({error})") from None
+
+
+def _reads(text: str) -> list:
+    """A row's ``env_reads``: a JSON list of ``[variable, value or null]``."""
+    reads = _parsed(text, "env_reads")
+    if not isinstance(reads, list):
+        raise _Bad(f"env_reads is {_kind(reads)}, not a list of [variable, value] pairs")
+    for i, pair in enumerate(reads):
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise _Bad(f"env_reads[{i}] is {_kind(pair)}, not a [variable, value] pair")
+        if pair[1] is not None and not isinstance(pair[1], str):
+            raise _Bad(f"env_reads[{i}] gives {pair[0]} {_kind(pair[1])}, not text or null")
+    return reads
+
+
+def _created(created: object) -> float:
+    """A row's ``created``: seconds since the epoch, a time this platform can show."""
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        raise _Bad(f"created is {_kind(created)}, not a time (seconds since the epoch)")
+    try:
+        time.localtime(created)
+    except (OverflowError, ValueError, OSError):
+        raise _Bad(f"created is {created!r}, not a time this platform can show") from None
+    return float(created)
+
+
+def _detail(text: str) -> dict:
+    """A row's ``detail`` (:func:`.index.key_parts`): the parts a listing shows, checked."""
+    detail = _parsed(text, "detail")
+    if not isinstance(detail, dict):
+        raise _Bad(f"detail is {_kind(detail)}, not an object")
+    for name, wanted in (("arch", str), ("args", dict), ("env", dict), ("versions", list)):
+        if name not in detail:
+            raise _Bad(f"detail has no {name}")
+        if not isinstance(detail[name], wanted) or isinstance(detail[name], bool):
+            shape = {str: "text", dict: "an object", list: "a list of version strings"}[wanted]
+            raise _Bad(f"detail.{name} is {_kind(detail[name])}, not {shape}")
+    for name, value in detail["env"].items():
+        if value is not None and not isinstance(value, str):
+            raise _Bad(f"detail.env[{name!r}] is {_kind(value)}, not text")
+    for i, value in enumerate(detail["versions"]):
+        if not isinstance(value, str):
+            raise _Bad(f"detail.versions[{i}] is {_kind(value)}, not a version string")
+    for name, sig in detail["args"].items():
+        problem = _signature_problem(sig, 0)
+        if problem:
+            raise _Bad(f"detail.args[{name!r}] is not an argument signature: {problem}")
+    return detail
+
+
+# The forms of a key signature (index._canonical): tag -> the type of its one value.
+_SIGNATURE_VALUE: dict[str, type] = {"b": bool, "i": str, "s": str, "f": str, "y": str, "c": str, "d": str}
+_DEEPEST = 64
+
+
+def _signature_problem(part: object, depth: int) -> str:
+    """What in ``part`` is not a key signature (index._canonical) ("" when it is one)."""
+    if depth > _DEEPEST:
+        return f"nested deeper than {_DEEPEST}"
+    if not (isinstance(part, list) and part and isinstance(part[0], str)):
+        return f"{_kind(part)} where a tagged list belongs"
+    tag, *rest = part
+    if tag == "n":
+        return "" if not rest else "['n'] takes no value"
+    if tag == "t":
+        if len(rest) != 1 or not isinstance(rest[0], list):
+            return f"['t', ...] holds {_kind(rest[0] if len(rest) == 1 else rest)}, not a list"
+        return next((p for p in (_signature_problem(item, depth + 1) for item in rest[0]) if p), "")
+    wanted = _SIGNATURE_VALUE.get(tag)
+    if wanted is None:
+        return f"unknown tag {tag!r}"
+    if len(rest) != 1 or not isinstance(rest[0], wanted):
+        return f"[{tag!r}, ...] holds {_kind(rest[0] if len(rest) == 1 else rest)}"
+    if tag == "y" and not _is_hex(str(rest[0])):
+        return f"['y', ...] holds {_kind(rest[0])}, not hex"
+    return ""
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
 
 
 def toolchain_here() -> str:

@@ -33,9 +33,17 @@ only build of it; nor does a spec that gave no specializations (everything would
 FlyDSL's ``.lock`` files are left in place (another process may hold one).
 
 A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
-what to fix, before any work starts; so does an arch FlyDSL's compiler does not know
-(:mod:`.archprobe`: a ValueError naming it) and, for the local pool, a ROCm root without
-FlyDSL's linker.
+what to fix, before any work starts, and so does its own exit (``sys.exit``, a
+``SystemExit``) while it is imported or enumerated; an item whose call exits fails its
+specialization. So does an arch FlyDSL's compiler does not know (:mod:`.archprobe`: a
+ValueError naming it) and, for the local pool, a ROCm root without FlyDSL's linker.
+
+The local pool's workers die with the process that started them, even by SIGKILL
+(``PR_SET_PDEATHSIG``, :func:`flydeps.static.processes.die_with_parent`), and so does the
+child each forks to build; with no worker left, multiprocessing's resource tracker ends
+too. They ignore SIGINT (started with it blocked, so a Ctrl-C while they import prints
+nothing): on Ctrl-C, or any error, :func:`build` kills them and raises
+:class:`BuildInterrupted` (a ``KeyboardInterrupt``) saying what was kept.
 """
 
 from __future__ import annotations
@@ -195,6 +203,8 @@ def load_spec(spec: str) -> Callable[[], Any]:
                 raise SpecError(
                     spec, f"names module {target!r}, which cannot be imported ({exc}){_src_hint(target)}"
                 ) from exc
+            except SystemExit as exc:
+                raise SpecError(spec, f"{_exited(exc)} while importing {target}") from None
             except Exception as exc:
                 raise SpecError(spec, f"raised while importing {target}: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -244,8 +254,19 @@ def _import_file(spec: str, path: Path) -> ModuleType:
         return module
     except SpecError:
         raise
+    except SystemExit as exc:
+        raise SpecError(spec, f"{_exited(exc)} while importing {path}") from None
     except Exception as exc:
         raise SpecError(spec, f"raised while importing {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _exited(exc: SystemExit) -> str:
+    """How code of the spec ended the process it ran in (``sys.exit``, ``exit()``, ``raise
+    SystemExit``): caught, as the spec's error, so an AOT build never ends with the status a
+    spec chose and no word of why."""
+    if exc.code is None or isinstance(exc.code, int):
+        return f"exited with status {int(exc.code or 0)} (sys.exit)"
+    return f"exited (sys.exit({exc.code!r}))"
 
 
 def _src_hint(dotted: str) -> str:
@@ -274,6 +295,8 @@ def _items(spec: str) -> list[tuple[Any, tuple, dict]]:
             items.append((launcher, tuple(args), kwargs))
     except SpecError:
         raise
+    except SystemExit as exc:
+        raise SpecError(spec, f"{_exited(exc)} while giving its specializations") from None
     except Exception as exc:
         raise SpecError(spec, f"raised while giving its specializations: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -336,12 +359,60 @@ class _Unbuilt:
     key: str
 
 
-def _local_worker_init(out: str) -> None:
-    """A local pool's worker: :func:`_worker_init`, and a Ctrl-C (which a terminal sends to
-    the whole process group) ends it quietly, as it ends the command; the parent says what
-    was kept. A Dask worker's process is the user's own: its signals are left alone."""
+# Set in a local pool's worker (:func:`_local_worker_init`): its build forks die with it, as
+# it dies with the command. A Dask worker's forks are left as they are.
+_DIES_WITH_PARENT = False
+
+
+def _local_worker_init(out: str, parent: int) -> None:
+    """A local pool's worker (:class:`_WorkerProcess`): it exits as soon as ``parent``, the
+    command, dies, even by SIGKILL (as the static analyzer's pool workers do:
+    :func:`flydeps.static.processes.die_with_parent`), and it ignores SIGINT, which it was
+    started with blocked: a Ctrl-C, which a terminal sends to the whole process group, ends
+    the command, which ends its workers (:func:`_pool`) and says what was kept. Then
+    :func:`_worker_init`. A Dask worker's process is the user's own: left alone."""
+    from flydeps.static.processes import die_with_parent
+
+    global _DIES_WITH_PARENT
+    die_with_parent(parent)
+    _DIES_WITH_PARENT = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C pending since the start
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _worker_init(out)
-    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A local pool's worker process, started (spawned) with SIGINT blocked: a Ctrl-C while
+    it imports Python, torch and FlyDSL, before :func:`_local_worker_init` runs, would
+    otherwise print the KeyboardInterrupt traceback of each worker. The block is the
+    starting thread's for the few milliseconds of the start (a Ctrl-C then is delivered
+    to the command when it ends); the worker inherits it through ``exec``."""
+
+    def start(self) -> None:
+        if not hasattr(signal, "pthread_sigmask"):
+            super().start()
+            return
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    """The local pool's start method: spawn, each worker a :class:`_WorkerProcess`."""
+
+    Process = _WorkerProcess
+
+
+def _kill_workers() -> None:
+    """SIGKILL this process's local-pool workers (each one's build fork dies with it: it
+    asked for that, :func:`_in_fork`): on Ctrl-C, or any error, the command does not wait
+    for the compiles they run."""
+    for process in multiprocessing.active_children():
+        if isinstance(process, _WorkerProcess):
+            process.kill()
 
 
 def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> Outcome | _Unbuilt:
@@ -393,10 +464,15 @@ def _in_fork(run: Callable[[], Outcome], position: int, arch: str, label: str) -
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     read_fd, write_fd = os.pipe()
+    worker = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
         code = 0
         try:
+            if _DIES_WITH_PARENT:  # a local pool's worker: its build fork dies with it
+                from flydeps.static.processes import die_with_parent
+
+                die_with_parent(worker)
             os.close(read_fd)
             try:
                 outcome = run()
@@ -436,6 +512,8 @@ def _call(
     try:
         with aot.probing() if reuse_only else contextlib.nullcontext():
             result = launcher(*args, **kwargs)
+    except SystemExit as exc:  # the item's own exit: its failure, not the worker's end
+        return Outcome(position, arch, label, "failed", f"the call {_exited(exc)}")
     except Exception as exc:
         if reuse_only and isinstance(exc, AotMissError):
             raise
@@ -516,11 +594,17 @@ def local_workers(tasks: int) -> tuple[int, str]:
 def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
     """A ``concurrent.futures`` executor: a local process pool, or a Dask cluster's."""
     if executor == "local":
-        context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=jobs, mp_context=context, initializer=_local_worker_init, initargs=(str(out),)
+            max_workers=jobs,
+            mp_context=_WorkerContext(),
+            initializer=_local_worker_init,
+            initargs=(str(out), os.getpid()),
         ) as pool:
-            yield pool
+            try:
+                yield pool
+            except BaseException:  # Ctrl-C, or an error: the pool's shutdown would wait for running compiles
+                _kill_workers()
+                raise
         return
     if not executor.startswith("dask://") or not executor[len("dask://") :]:
         raise ValueError(f"aot build: --executor is 'local' or 'dask://HOST:PORT', got {executor!r}")
