@@ -36,7 +36,17 @@ and, when the build listed the environment, the set of names it saw.
   Its name starts with ``=``, which no environment variable's can; :meth:`EnvReads.holds`
   and :func:`current` compute it again (memoized on :func:`version`). :func:`derive_family`
   registers a family of them whose names carry an argument (a device's properties by its
-  index), so a process evaluates any member by name.
+  index), so a process evaluates any member by name. A read registered with
+  ``fixed=False`` is process state a library keeps (torch's default dtype:
+  :mod:`flydsl_runtime.statequery`), computed again on every re-check; a family registered
+  ``local=True`` has values that mean something in this process only (a memo's generation:
+  :mod:`flydeps._memoreads`), and :attr:`EnvReads.local` tells consumers not to persist
+  what such reads key. :func:`note_derived` notes a registered read with a value the caller
+  computed (a wrapper that returns the library's answer and notes its description);
+  :data:`RECORDING` is empty exactly while no thread records (a wrapper's first test).
+* Memoized readers: while :mod:`flydeps._memoreads` is imported (discovery imports it),
+  each recording also notes the ``lru_cache`` memos discovery tracked that moved while it
+  ran (:class:`MemoHook`).
 
 :func:`version` is the environment's modification counter for memos on hot paths: two
 equal answers (never ``None``) mean ``os.environ`` was not modified in between. It is the
@@ -63,6 +73,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from . import _codegen
 
@@ -70,6 +81,7 @@ __all__ = [
     "DERIVED",
     "EMPTY",
     "EnvReads",
+    "RECORDING",
     "Recorder",
     "change",
     "current",
@@ -77,6 +89,7 @@ __all__ = [
     "derive_family",
     "label",
     "note",
+    "note_derived",
     "paused",
     "recording",
     "recording_in_thread",
@@ -134,6 +147,19 @@ class EnvReads:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _v in self.values)
+
+    @property
+    def local(self) -> bool:
+        """True when a read's value means something in this process only (a memoized
+        reader's generation, :mod:`flydeps._memoreads`): what these reads key must not be
+        persisted, another process could evaluate the same value for another state."""
+        return bool(self.local_names)
+
+    @property
+    def local_names(self) -> tuple[str, ...]:
+        """The reads that make :attr:`local` true, in first-read order."""
+        prefixes = tuple(_local_prefixes)
+        return tuple(name for name, _v in self.values if name.startswith(prefixes)) if prefixes else ()
 
     def holds(self) -> bool:  # replaced per instance by a generated function (see _compile_holds)
         """True when every variable still has the value the build read (and, if it listed
@@ -227,6 +253,9 @@ class Recorder:
 
 # thread ident -> the active recorders of that thread, outermost first
 _active: dict[int, list[Recorder]] = {}
+# Empty exactly while no recording runs in any thread: a wrapper on a hot path that notes
+# reads tests it before asking recording_in_thread() (one truth test, no call).
+RECORDING: dict[int, list[Recorder]] = _active
 # thread ident -> depth of paused() blocks: reads there are attributed to no recording
 _paused: dict[int, int] = {}
 _lock = threading.Lock()
@@ -283,12 +312,16 @@ def recording() -> Iterator[Recorder]:
         _hook_files()
     rec = Recorder()
     ident = _get_ident()
+    memos = _memo_hook[0] if _memo_hook else None
+    started = memos.begin() if memos is not None else None
     with _lock:
         if not _active:
             _swap(_RecordingEnviron)
         _active.setdefault(ident, []).append(rec)
     try:
         yield rec
+        if memos is not None:
+            memos.end(started, rec._note)
     finally:
         with _lock:
             stack = _active[ident]
@@ -300,6 +333,20 @@ def recording() -> Iterator[Recorder]:
 
 
 _files_hooked = False
+
+
+class MemoHook(Protocol):
+    """What :func:`recording` asks of :mod:`flydeps._memoreads` (set there, once imported):
+    ``begin()`` before the block, ``end(begun, note)`` after it, which notes the memoized
+    readers the block consulted as derived reads."""
+
+    def begin(self) -> object: ...
+
+    def end(self, begun: object, note: Callable[[str, str | None], None]) -> None: ...
+
+
+# [the memoized readers' hook] once flydeps._memoreads is imported (discovery imports it).
+_memo_hook: list[MemoHook] = []
 
 
 def _hook_files() -> None:
@@ -343,17 +390,26 @@ DERIVED = "="  # the first character of a derived read's name: no environment va
 # A value no build read: what a derived read no consumer registered in this process reads as
 # (an environment value cannot hold NUL), so a build that depends on one never holds here.
 _UNREGISTERED = "\0derived read not registered in this process"
-# name -> (evaluate: the value now, memoized on version(); what it is, for messages)
+# name -> (evaluate: the value now, memoized on version() for a fixed read; what it is, for messages)
 _derived: dict[str, tuple[Callable[[], str | None], str]] = {}
 
 
-def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[[], str | None]:
+def derive(
+    name: str,
+    compute: Callable[[], str | None],
+    what: str,
+    *,
+    fixed: bool = True,
+) -> Callable[[], str | None]:
     """Register the derived read ``name`` (``"=..."``), computed by ``compute`` and described
     by ``what`` in messages; return ``read()``: ``compute()``'s value, noted as a read of
     ``name`` by the recordings of the thread, while none of the variables ``compute`` reads
-    are (it runs :func:`paused`). ``compute`` may depend on nothing but the environment and
-    what stays fixed for the process: re-checks (:meth:`EnvReads.holds`, :func:`current`)
-    remember its value until :func:`version` moves."""
+    are (it runs :func:`paused`).
+    ``fixed``: ``compute`` depends on nothing but the environment and what stays fixed for
+    the process, so re-checks (:meth:`EnvReads.holds`, :func:`current`) remember its value
+    until :func:`version` moves; with ``fixed=False`` (process state a library keeps: a
+    default dtype, a determinism switch) every re-check computes it again, and ``compute``
+    must read no environment variable a recording would note."""
     if not name.startswith(DERIVED) or len(name) < 2:
         raise ValueError(f"a derived read's name starts with {DERIVED!r} (no variable's can), got {name!r}")
 
@@ -364,8 +420,19 @@ def derive(name: str, compute: Callable[[], str | None], what: str) -> Callable[
             rec._note(name, value)
         return value
 
-    _derived[name] = (_remembered(compute), what)
+    _derived[name] = (_remembered(compute) if fixed else compute, what)
     return read
+
+
+def note_derived(name: str, value: str | None) -> None:
+    """Add a read of the registered derived read ``name`` with the ``value`` the caller
+    computed (what its ``compute`` gives now) to the recordings of the thread: for a wrapper
+    that returns the object it asked for and notes its description. Raises ``ValueError``
+    for a name no :func:`derive` or :func:`derive_family` registered."""
+    if name not in _derived and _member(name) is None:
+        raise ValueError(f"{name!r} is not a registered derived read: register it with derive() or derive_family()")
+    for rec in _recorders() or ():
+        rec._note(name, value)
 
 
 def _remembered(compute: Callable[[], str | None]) -> Callable[[], str | None]:
@@ -388,9 +455,11 @@ def _remembered(compute: Callable[[], str | None]) -> Callable[[], str | None]:
 
 # Families of derived reads named by what they read: the file reads of flydeps._filereads.
 _FILE_READS = ("=file:", "=listdir:")
-# prefix -> (compute of a member: its name -> its value now, what a member is: its name -> words);
-# registered by derive_family.
-_families: dict[str, tuple[Callable[[str], str | None], Callable[[str], str]]] = {}
+# prefix -> (compute of a member: its name -> its value now, what a member is: its name -> words,
+# whether a member's value is fixed for the process); registered by derive_family.
+_families: dict[str, tuple[Callable[[str], str | None], Callable[[str], str], bool]] = {}
+# prefixes of the families whose values mean something in this process only (EnvReads.local).
+_local_prefixes: list[str] = []
 # prefix -> a member's value in messages (see shown), for families that give one.
 _family_shown: dict[str, Callable[[str | None], str]] = {}
 # prefix -> what differs between two of a member's values (see change), for families that say.
@@ -403,20 +472,27 @@ def derive_family(
     what: Callable[[str], str],
     show: Callable[[str | None], str] | None = None,
     differ: Callable[[str | None, str | None], str | None] | None = None,
+    *,
+    fixed: bool = True,
+    local: bool = False,
 ) -> Callable[[str, str | None], None]:
     """Register a family of derived reads: every name starting with ``prefix`` (``"=..."``)
     is a read whose argument the name carries (``=torch.cuda.get_device_properties:0``), its
     value ``compute(name)``, described by ``what(name)`` and shown in messages by
     ``show(value)`` (default: ``repr``), a change between two values by ``differ(old, new)``
-    where it names one (see :func:`change`); as for :func:`derive`, ``compute`` may depend on
-    nothing but the environment and what stays fixed for the process, and re-checks
-    remember a member's value until :func:`version` moves. Returns ``note(name, value)``,
+    where it names one (see :func:`change`); ``fixed`` as for :func:`derive` (a fixed
+    member's value is remembered until :func:`version` moves, any other is computed on
+    every re-check). ``local``: a member's value means something in this process only (a
+    memo's generation, :mod:`flydeps._memoreads`): reads of the family make
+    :attr:`EnvReads.local` true, and their consumers persist nothing keyed by them. Returns ``note(name, value)``,
     which adds a read of member ``name`` with the ``value`` the caller computed (what
     ``compute(name)`` gives) to the recordings of the thread; a process that registered the
     family evaluates any member by its name alone (a persistent row's read)."""
     if not prefix.startswith(DERIVED) or len(prefix) < 2 or prefix.startswith(_FILE_READS):
         raise ValueError(f"a derived read family's prefix starts with {DERIVED!r}, got {prefix!r}")
-    _families[prefix] = (compute, what)
+    _families[prefix] = (compute, what, fixed)
+    if local:
+        _local_prefixes.append(prefix)
     if show is not None:
         _family_shown[prefix] = show
     if differ is not None:
@@ -433,10 +509,11 @@ def derive_family(
 
 def _member(name: str) -> tuple[Callable[[], str | None], str] | None:
     """A registered family's member ``name``: ``(evaluate, what)``, ``evaluate`` memoized
-    on :func:`version` as :func:`derive`'s."""
-    for prefix, (compute, what) in list(_families.items()):
+    on :func:`version` as :func:`derive`'s for a fixed family."""
+    for prefix, (compute, what, fixed) in list(_families.items()):
         if name.startswith(prefix):
-            return _remembered(functools.partial(compute, name)), what(name)
+            evaluate = functools.partial(compute, name)
+            return (_remembered(evaluate) if fixed else evaluate), what(name)
     return None
 
 
