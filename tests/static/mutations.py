@@ -8,15 +8,20 @@ line, a call re-wrapped over several lines); ``unrelated`` adds a function nothi
 Each edit replaces the source text of one AST node (or inserts one line), so the rest of
 the file stays byte for byte; an edit whose result does not compile is not yielded.
 The kinds are decided by construction here; what an edit *changes* is decided by the
-oracle from the compiled code objects (:mod:`oracle_reach`).
+oracle from the compiled code objects (:mod:`oracle_reach`). :class:`Overlay` is the
+edited tree both oracles analyse (this one and the construct families of
+:mod:`mutation_families`).
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
+
+from flydeps.static.project import FileSystemTree
 
 SEMANTIC = (
     "constant",
@@ -72,6 +77,17 @@ class Edit:
     @property
     def semantic(self) -> bool:
         return self.kind in SEMANTIC
+
+
+class Overlay(FileSystemTree):
+    """The files on disk with one file replaced in memory (the edited tree an oracle analyses)."""
+
+    def __init__(self, path: str, data: bytes) -> None:
+        super().__init__()
+        self.path, self.data = posixpath.normpath(path), data
+
+    def read(self, path: str) -> bytes:
+        return self.data if posixpath.normpath(path) == self.path else super().read(path)
 
 
 class _Context(ast.NodeVisitor):

@@ -21,14 +21,13 @@ docs/guarantees.md reports.
 
 from __future__ import annotations
 
-import posixpath
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from mutations import COSMETIC, UNRELATED, Edit, edits
+from mutations import COSMETIC, UNRELATED, Edit, Overlay, edits
 from oracle_reach import Reach, changed_units
 
 from flydeps.static.analyze import analyze
@@ -50,17 +49,6 @@ CASES = [
     ("plainpkg", FIXTURES, [FIXTURES / "plainpkg"], [FIXTURES / "plainpkg"]),
     ("srcrepo", FIXTURES / "srcrepo" / "src", [FIXTURES / "srcrepo"], [FIXTURES / "srcrepo" / "src"]),
 ]
-
-
-class _Overlay(FileSystemTree):
-    """The files on disk with one file replaced in memory."""
-
-    def __init__(self, path: str, data: bytes) -> None:
-        super().__init__()
-        self.path, self.data = posixpath.normpath(path), data
-
-    def read(self, path: str) -> bytes:
-        return self.data if posixpath.normpath(path) == self.path else super().read(path)
 
 
 @dataclass
@@ -90,7 +78,7 @@ def _run_case(results: Results, base: Path, paths: list[Path], edited: list[Path
     for module, path in files.items():
         data = Path(path).read_bytes()
         for edit in edits(path, data):
-            after = _digests(paths, _Overlay(path, edit.source))
+            after = _digests(paths, Overlay(path, edit.source))
             _judge(results, reach, before, after, module, data, edit)
 
 

@@ -30,6 +30,14 @@ the reasons below, derived from the edge that reaches it; anything else fails th
   (``TUNING = Path(__file__).resolve().parent / "tuning"``): statically the expression as
   written and the names it reads (``external:pathlib.Path``, the module's ``__file__``); at
   run time the value it produced, snapshotted (nothing it was computed from is read again).
+* ``class statement``: a class attribute's value read statically (``Cls.X``, ``self.X``)
+  links to the class that holds it (edge ``<class>``): the class statement made the value
+  and may change it (decorators, a metaclass, ``Cls.X = v`` afterwards, issue 37); at run
+  time the value read is snapshotted and nothing else.
+* ``module alternative``: a module-level name bound in several places, or changed after
+  its binding (``if``/``else``, ``try``/``except``, ``B *= 2``, ``T[k] = f``, a function
+  assigning ``global X``, issue 37): statically every binding that may be the live one is a
+  dependency (edges labelled ``X (alternative)``); at run time the one that was.
 * ``below``: reached only through a node explained above.
 
 A root nested in a plain builder (``build_x.<locals>.kernel``) has no live object before the
@@ -125,6 +133,10 @@ def _reason(edge, mine: _View, other: _View, explained: dict[str, str]) -> str:
         for e in (other.graph.successors(src) if src in other.ids else ())
     ):
         return "library rewrite"
+    if edge.label == "<class>":
+        return "class statement"
+    if edge.label.endswith(" (alternative)"):
+        return "module alternative"
     if edge.label in ("ir-attrs", "settings") or edge.label.endswith("(...)") and edge.kind is EdgeKind.DECORATES:
         return "decorator arguments"
     if edge.kind is EdgeKind.CLOSURE and "<locals>" in edge.dst and mine.graph.nodes[edge.dst].kind is NodeKind.CLASS:

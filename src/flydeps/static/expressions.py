@@ -189,6 +189,16 @@ def _element_ref(node: ast.expr) -> str:
     return dotted(node) if not isinstance(node, ast.Call) else ""
 
 
+def getattr_ref(call: ast.Call) -> str:
+    """``mod.name`` for ``getattr(mod, "name")`` with a constant identifier, else ''."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "getattr" and len(call.args) >= 2):
+        return ""
+    name, obj = call.args[1], dotted(call.args[0]) if not isinstance(call.args[0], ast.Call) else ""
+    if obj and isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier():
+        return f"{obj}.{name.value}"
+    return ""
+
+
 def _item_label(key: ast.expr | None) -> str:
     if isinstance(key, ast.Constant) and type(key.value) in (int, str):
         return f"[{key.value!r}]"
@@ -207,4 +217,6 @@ def _expr_refs(node: ast.AST) -> Iterator[str]:
                 continue
         if isinstance(current, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             continue
+        if isinstance(current, ast.Call) and getattr_ref(current):  # ``getattr(mod, "name")``: reads ``mod.name``
+            yield getattr_ref(current)
         stack.extend(reversed(list(ast.iter_child_nodes(current))))

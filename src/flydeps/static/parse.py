@@ -112,6 +112,7 @@ def _salt() -> str:
     sources = (
         "extract.py",
         "expressions.py",
+        "moduleflow.py",
         "summary.py",
         "../_bytecode.py",
         "../_opcodes.py",

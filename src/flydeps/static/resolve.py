@@ -28,6 +28,7 @@ Roles are tags: ``factory`` (``functools.lru_cache``/``cache``, ``cached_factory
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,13 +38,14 @@ from blake3 import blake3
 from .._builder import GraphBuilder
 from ..graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 from .project import Diagnostic
-from .summary import Binding, ClassBinding, CodeInfo, DefBinding, ImportBinding, ValueBinding
+from .summary import Binding, ClassBinding, ClassInfo, CodeInfo, DefBinding, ImportBinding, ValueBinding
 from .symbols import Index, LoadedModule, Target, unresolved
 
 __all__ = ["RootSpec", "build_graph", "role_tags"]
 
 Owner = tuple[str, str]  # (module, class qualname)
 STATIC_EXPRESSION = "static-expression"
+CLASS_STATEMENT = "<class>"  # label of the edge from a class attribute's value to its class
 _CALL_TIME = "local value known only at call time"
 _OBJECT_ATTRIBUTES = frozenset(dir(object)) | {"__dict__", "__name__", "__qualname__", "__module__", "__weakref__"}
 _VALUE_EDGE = {"type": EdgeKind.CALLS, "func": EdgeKind.DECORATES}
@@ -164,15 +166,20 @@ class _Builder(GraphBuilder):
                 )
 
     # -- targets ---------------------------------------------------------------------
-    def link(self, src: str, target: Target, label: str, kind: EdgeKind | None = None) -> None:
-        """An edge from ``src`` to whatever ``target`` is (creating the node)."""
+    def link(
+        self, src: str, target: Target, label: str, kind: EdgeKind | None = None, seen: frozenset = frozenset()
+    ) -> None:
+        """An edge from ``src`` to whatever ``target`` is (creating the node); ``seen``: the
+        (module, name) entries whose other bindings are already linked (re-export cycles)."""
         code = target.kind in ("def", "class", "external", "builtin")
         default = EdgeKind.CALLS if code or target.kind == "unresolved" else EdgeKind.READS
         self.edge(src, self.target_node(src, target, label), kind or default, label)
-        if target.fallback is not None:  # ``except ImportError: def f``: runs where the import fails
-            fallback = self.index.fallback_target(*target.fallback)
-            if fallback is not None:
-                self.link(src, fallback, f"{label} (fallback)", kind)
+        if target.fallback is not None and target.fallback not in seen:  # ``except ImportError``, issue 37
+            seen = seen | {target.fallback}
+            primary = (target.kind, target.module, target.qualname, target.dotted)
+            for other, why in self.index.fallback_targets(*target.fallback):
+                if (other.kind, other.module, other.qualname, other.dotted) != primary or other.home != target.home:
+                    self.link(src, other, f"{label} ({why})", kind, seen)
 
     def target_node(self, src: str, target: Target, label: str) -> str:
         if target.kind == "def":
@@ -349,6 +356,10 @@ class _Builder(GraphBuilder):
             tags = frozenset() if kind == "value" else frozenset({STATIC_EXPRESSION})
             self.add(vid, NodeKind.GLOBAL, payload, tags=tags)
             self.edge(nid, vid, EdgeKind.DEFAULT, param)
+            for _, text in ((p, t) for p, t in info.default_refs if p == param):  # ``off=_helper()``
+                found = decorator_target(self.index, loaded, info, text)
+                if not (found.kind == "unresolved" and found.reason == _CALL_TIME):
+                    self.link(vid, found, text)
         if info.annotations:  # evaluated at run time; here their text, as written
             vid = f"{nid}#annotations"
             self.add(vid, NodeKind.GLOBAL, info.annotations, tags=frozenset({STATIC_EXPRESSION}))
@@ -372,9 +383,33 @@ class _Builder(GraphBuilder):
     def expand_class(self, nid: str, target: Target, loaded: LoadedModule, body: Iterable) -> None:
         for base in self.index.bases(target):
             self.link(nid, base, "base", EdgeKind.CALLS)
+        methods = set()
         for name, binding in body:
             if isinstance(binding, DefBinding):
+                methods.add(name)
                 self.edge(nid, self.code(loaded.name, binding.qualname, None), EdgeKind.METHOD, name)
+        info = loaded.classes.get(target.qualname)
+        if info is not None and "<locals>" not in target.qualname:
+            self.class_statement(nid, target, info, methods)
+
+    def class_statement(self, nid: str, target: Target, info: ClassInfo, methods: set[str], whole: bool = True) -> None:
+        """What the class statement runs besides its methods: decorators, the names its
+        values and keywords read (``property(_getter)``, ``metaclass=Meta``), and data
+        patched onto the class afterwards (``Cls.EPS = 1e-6``; patched methods: ``patches``)."""
+        for text in info.decorators:
+            if text:
+                self.link(nid, self.index.resolve_dotted(target.module, text)[0], "@" + text, EdgeKind.DECORATES)
+        for text in info.refs if whole else info.keyword_refs:
+            found = self.index.resolve_dotted(target.module, text)[0]
+            if found.kind != "unresolved":
+                self.link(nid, found, text)
+        for n, (attr, where, binding) in enumerate(self.index.class_patches(target.module, target.qualname)):
+            if attr in methods:
+                continue
+            vid = f"{nid}#patch.{attr}.{n}"
+            self.add(vid, NodeKind.GLOBAL, binding.digest, detail=binding.text, tags=frozenset({STATIC_EXPRESSION}))
+            self.edge(nid, vid, EdgeKind.ATTRIBUTE, f"{info.qualname}.{attr} = ...")
+            self.work.append((vid, functools.partial(self.expand_value, vid, where, binding)))
 
     def value(self, target: Target, nid: str = "") -> str:
         nid = nid or node_id(*(target.home or (target.module, target.qualname)))
@@ -392,8 +427,30 @@ class _Builder(GraphBuilder):
         loaded = self.index.module(target.module)
         location = Location(loaded.file.location_path, binding.line) if loaded else None
         if self.add(nid, kind, binding.digest, location=location, detail=binding.text, tags=tags):
-            self.work.append((nid, lambda: self.expand_value(nid, target.module, binding)))
+            cls = None
+            if target.owner is not None:  # ``Cls.X``: the class statement made it (decorators, metaclass, patches)
+                cls = Target("class", module=target.module, qualname=target.qualname.rpartition(".")[0])
+                self.statement_of(nid, cls)
+            self.work.append((nid, lambda: self.expand_value(nid, target.module, binding, cls)))
         return nid
+
+    def statement_of(self, nid: str, cls: Target) -> None:
+        """``nid`` (a class attribute's value) -> ``Cls#statement``: what the class statement
+        runs besides its methods (their bodies run only when called)."""
+        info = self.index.class_info(cls)
+        loaded = self.index.module(cls.module)
+        if info is None or loaded is None or "<locals>" in cls.qualname:
+            return
+        methods = {name for name, b in info.body if isinstance(b, DefBinding)}
+        patched = any(a not in methods for a, _, _ in self.index.class_patches(cls.module, cls.qualname))
+        if not (info.head_digest or patched):  # a plain class statement: the value is all there is
+            return
+        sid = node_id(cls.module, cls.qualname) + "#statement"
+        digest = info.head_digest or _digest("class-statement", cls.qualname)
+        location = Location(loaded.file.location_path, info.line)
+        if self.add(sid, NodeKind.GLOBAL, digest, location=location, tags=frozenset({STATIC_EXPRESSION})):
+            self.work.append((sid, lambda: self.class_statement(sid, cls, info, methods, whole=False)))
+        self.edge(nid, sid, EdgeKind.READS, CLASS_STATEMENT)
 
     def lambda_at(self, module: str, line: int) -> str:
         loaded = self.index.module(module)
@@ -403,7 +460,11 @@ class _Builder(GraphBuilder):
             return self.unresolved(f"{module}:<lambda>", str(line), "lambda not found in the source")
         return self.code(module, found.qualname, None)
 
-    def expand_value(self, nid: str, module: str, binding: ValueBinding) -> None:
+    def expand_value(self, nid: str, module: str, binding: ValueBinding, cls: Target | None = None) -> None:
+        """What a value reads; a class attribute's value reads the class body's names first
+        (``LANES = BLOCK // WARP`` with ``WARP`` bound above it in the class)."""
+        loaded = self.index.module(cls.module) if cls is not None else None
+        body = loaded.class_body(cls.qualname) if loaded is not None and cls is not None else {}
         for label, text in binding.refs:
             if text.startswith("<value>:"):  # a literal argument of functools.partial
                 self.add(f"{nid}.{label}", NodeKind.GLOBAL, text[len("<value>:") :])
@@ -412,7 +473,12 @@ class _Builder(GraphBuilder):
             if text.startswith("<lambda>@"):
                 self.edge(nid, self.lambda_at(module, int(text.partition("@")[2])), EdgeKind.ATTRIBUTE, label)
                 continue
-            target, consumed = self.index.resolve_dotted(module, text)
+            head, _, rest = text.partition(".")
+            if cls is not None and head in body:
+                found = self.index.member(cls, head) or unresolved(f"{cls.qualname}.{head} not found")
+                target, consumed = self.index.follow(found, tuple(rest.split(".")) if rest else (), head)
+            else:
+                target, consumed = self.index.resolve_dotted(module, text)
             if label.startswith("[") and target.kind == "value":
                 # An object stored in a table is named after its slot, as at run time.
                 self.edge(nid, self.value(target, f"{nid}{label}"), EdgeKind.ATTRIBUTE, label)

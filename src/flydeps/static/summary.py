@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 # Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
-SUMMARY_VERSION = 9
+SUMMARY_VERSION = 10
 
 
 class ImportBinding(NamedTuple):
@@ -133,6 +133,9 @@ class CodeInfo(NamedTuple):
     # (index, arguments) of each decorator written as a call (``@flyc.kernel(known_block_size=
     # [N, 1, 1])``): the arguments digested as written, with the names they read.
     decorator_args: tuple[tuple[int, ValueBinding], ...] = ()
+    # (parameter, dotted name) read by a computed default (``off=_helper()``), evaluated
+    # where the ``def`` stands.
+    default_refs: tuple[tuple[str, str], ...] = ()
 
 
 class ClassInfo(NamedTuple):
@@ -152,6 +155,12 @@ class ClassInfo(NamedTuple):
     digest: str
     base_scope: tuple[tuple[str, Binding], ...] = ()
     body_digest: str = ""  # the body as written (fields, annotations, method signatures), no docstring
+    # Dotted module-level names the class statement's values and keywords read
+    # (``property(_getter)``, ``field(default_factory=helper)``, ``metaclass=Meta``).
+    refs: tuple[str, ...] = ()
+    keyword_refs: tuple[str, ...] = ()  # the part of ``refs`` the keywords read (``metaclass=Meta``)
+    # Digest of the decorators and keywords as written ('' when there are none).
+    head_digest: str = ""
 
 
 class Problem(NamedTuple):
@@ -178,6 +187,16 @@ class FileSummary(NamedTuple):
     patches: tuple[tuple[str, str, ValueBinding], ...] = ()
     # Top-level modules imported inside ``try`` blocks that handle ImportError: optional.
     optional_imports: tuple[str, ...] = ()
+    # Module-level bindings that may be live besides the last one, and the statements and
+    # functions that may decide a name's value (a branch condition, ``B *= 2``, ``T[k] = f``,
+    # a function assigning ``global X`` or filling ``T``, a def a registering decorator
+    # inserts): see :mod:`.moduleflow`. Several entries per name.
+    alternatives: tuple[tuple[str, Binding], ...] = ()
+    # (name, number of star imports before its last binding) when a later ``from x import *``
+    # may rebind it.
+    star_after: tuple[tuple[str, int], ...] = ()
+    # PEP 562 ``__getattr__``: the modules (and names) it may return.
+    lazy: tuple[ImportBinding, ...] = ()
 
 
 def _shape() -> Record:
@@ -203,13 +222,15 @@ def _shape() -> Record:
         Seq(Fixed(Str, Str, Str)),  # defaults
         *(Str, scope, scope, Str),  # self_name, scope, decorator_scope, annotations
         Seq(Fixed(Int, value)),  # decorator_args
+        Seq(Fixed(Str, Str)),  # default_refs
     )
-    klass = Record(ClassInfo, Str, Int, Seq(Str), Seq(Str), scope, Str, scope, Str)
+    klass = Record(ClassInfo, Str, Int, Seq(Str), Seq(Str), scope, Str, scope, Str, Seq(Str), Seq(Str), Str)
     return Record(
         FileSummary,
         *(Str, Int, scope, Optional(Seq(Str)), Seq(imported), Seq(imported)),
         *(Seq(klass), Seq(code), Seq(Record(Problem, Int, Str))),
         *(scope, Seq(Fixed(Str, Str, value)), Seq(Str)),  # fallbacks, patches, optional_imports
+        *(scope, Seq(Fixed(Str, Int)), Seq(imported)),  # alternatives, star_after, lazy
     )
 
 

@@ -57,6 +57,8 @@ class LoadedModule:
     codes: dict[str, CodeInfo] = field(init=False, compare=False)
     classes: dict[str, ClassInfo] = field(init=False, compare=False)
     fallbacks: dict[str, Binding] = field(init=False, compare=False)
+    alternatives: dict[str, list[Binding]] = field(init=False, compare=False)
+    star_after: dict[str, int] = field(init=False, compare=False)
     _tables: dict[str, dict[str, Binding]] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +66,11 @@ class LoadedModule:
         object.__setattr__(self, "codes", {c.qualname: c for c in self.summary.codes})
         object.__setattr__(self, "classes", {c.qualname: c for c in self.summary.classes})
         object.__setattr__(self, "fallbacks", dict(self.summary.fallbacks))
+        alternatives: dict[str, list[Binding]] = {}
+        for name, binding in self.summary.alternatives:
+            alternatives.setdefault(name, []).append(binding)
+        object.__setattr__(self, "alternatives", alternatives)
+        object.__setattr__(self, "star_after", dict(self.summary.star_after))
         object.__setattr__(self, "_tables", {})
 
     @property
@@ -107,6 +114,11 @@ class Target(NamedTuple):
     owner: tuple[str, str] | None = None
     home: tuple[str, str] | None = None
     fallback: tuple[str, str] | None = None  # (module, name) bound again by ``except ImportError``
+
+
+def _own_value(target: Target, module: str, name: str) -> Target:
+    """A value binding that is not the name's last one is a node of its own."""
+    return target._replace(home=(module, name)) if target.kind == "value" else target
 
 
 def unresolved(reason: str) -> Target:
@@ -153,6 +165,7 @@ class Index:
         self.tags: dict[tuple[str, str], frozenset[str]] = {}  # role tags, filled by resolve
         self._patches: dict[tuple[str, str, str], list[tuple[str, ValueBinding]]] = {}
         self._patched_modules: set[str] = set()  # modules whose patches are in ``_patches``
+        self._lazy: dict[tuple[str, str], list[Target]] = {}  # PEP 562 alternatives, by (module, name)
         # Absolute imports of modules that are neither project modules nor installed:
         # module -> (path, line) of the first import (reported as diagnostics).
         self.missing: dict[str, tuple[str, int]] = {}
@@ -174,14 +187,45 @@ class Index:
             return None
         binding = loaded.scope.get(name)
         if binding is not None:
-            bound = _at_home(self.binding_target(loaded, name, binding, seen), module, name)
-            return bound._replace(fallback=(module, name)) if name in loaded.fallbacks else bound
+            bound = self._later_star(loaded, name, seen) or self.binding_target(loaded, name, binding, seen)
+            bound = _at_home(bound, module, name)
+            more = name in loaded.fallbacks or name in loaded.alternatives
+            return bound._replace(fallback=(module, name)) if more else bound
         found = self._star_lookup(loaded, name, seen)
         if found is not None:
             return _at_home(found, module, name)
         if loaded.file.is_package and self.project.find(f"{module}.{name}") is not None:
             return Target("module", module=f"{module}.{name}")
+        return self._module_getattr(loaded, name, seen)
+
+    def _later_star(self, loaded: LoadedModule, name: str, seen: frozenset) -> Target | None:
+        """``def f`` then ``from x import *``: the star import wins where ``x`` (a project
+        module: a library's names are not known) provides ``f``."""
+        count = loaded.star_after.get(name)
+        if count is None:
+            return None
+        for star in reversed(loaded.summary.star_imports[count:]):
+            base = resolve_relative(loaded.name, loaded.file.is_package, star.module, star.level)
+            found = self._from_star(loaded, star, name, seen, False) if base and self.module(base) else None
+            if found is not None:
+                return found
         return None
+
+    def _module_getattr(self, loaded: LoadedModule, name: str, seen: frozenset) -> Target | None:
+        """PEP 562: a name the module does not bind comes from its ``__getattr__``: the
+        function, and (as alternatives) what it may return: the names its imports bind and
+        ``name`` in every project module the file names as a string (its tables)."""
+        hook = loaded.scope.get("__getattr__")
+        if not isinstance(hook, DefBinding) or name in _BUILTINS or name in _MODULE_ATTRIBUTES:
+            return None
+        found = []
+        for imp in loaded.summary.lazy:
+            base = resolve_relative(loaded.name, loaded.file.is_package, imp.module, imp.level)
+            if base is not None and base != loaded.name and self.module(base) is not None:
+                target = self.lookup(base, imp.name or name, seen)
+                found.extend([target] if target is not None and target.kind != "unresolved" else [])
+        self._lazy[(loaded.name, name)] = found
+        return Target("def", module=loaded.name, qualname=hook.qualname, fallback=(loaded.name, name))
 
     def _star_lookup(
         self, loaded: LoadedModule, name: str, seen: frozenset, *, attribute: bool = False
@@ -340,16 +384,48 @@ class Index:
         return self._builtin(name)
 
     def fallback_target(self, module: str, name: str) -> Target | None:
-        """What the ``except ImportError`` handler of ``module`` binds to ``name``."""
+        """What the ``except ImportError`` handler of ``module`` binds to ``name`` (only)."""
         loaded = self.module(module)
         binding = loaded.fallbacks.get(name) if loaded else None
         if loaded is None or binding is None:
             return None
-        return _at_home(self.binding_target(loaded, name, binding), module, name)
+        return _own_value(
+            _at_home(self.binding_target(loaded, name, binding), module, name), module, f"{name}#fallback"
+        )
+
+    def fallback_targets(self, module: str, name: str) -> list[tuple[Target, str]]:
+        """(target, label suffix) of what else ``module``'s ``name`` may be: the
+        ``except ImportError`` handler's binding (``fallback``), the other bindings and
+        statements that may decide its value (``alternative``, see ``FileSummary``), what a
+        PEP 562 ``__getattr__`` may return. A value gets a node of its own (``name#alt.N``)."""
+        loaded = self.module(module)
+        if loaded is None:
+            return []
+        fallback = self.fallback_target(module, name)
+        out: list[tuple[Target, str]] = [(fallback, "fallback")] if fallback is not None else []
+        for n, other in enumerate(loaded.alternatives.get(name, ())):
+            target = _at_home(self.binding_target(loaded, name, other), module, name)
+            out.append((_own_value(target, module, f"{name}#alt.{n}"), "alternative"))
+        out.extend((t, "alternative") for t in self._lazy.get((module, name), ()))
+        return out
 
     def patches_of(self, module: str, cls_qual: str, attr: str) -> list[tuple[str, ValueBinding]]:
         """``Cls.attr = value`` statements (in any loaded module) that patch class
         ``module:cls_qual`` after its creation: (module of the statement, value)."""
+        self._load_patches(module)
+        return self._patches.get((module, cls_qual, attr), [])
+
+    def class_patches(self, module: str, cls_qual: str) -> list[tuple[str, str, ValueBinding]]:
+        """Every patch of class ``module:cls_qual``: (attribute, module of the statement, value)."""
+        self._load_patches(module)
+        return [
+            (attr, where, value)
+            for (m, q, attr), found in self._patches.items()
+            if (m, q) == (module, cls_qual)
+            for where, value in found
+        ]
+
+    def _load_patches(self, module: str) -> None:
         self.module(module)
         for loaded in list(getattr(self._load, "loaded", {}).values()):
             if loaded is None or loaded.name in self._patched_modules:
@@ -359,7 +435,6 @@ class Index:
                 cls = self.resolve_dotted(loaded.name, text)[0]
                 if cls.kind == "class":
                     self._patches.setdefault((cls.module, cls.qualname, name), []).append((loaded.name, value))
-        return self._patches.get((module, cls_qual, attr), [])
 
     # -- classes ---------------------------------------------------------------------
     def class_info(self, target: Target) -> ClassInfo | None:
