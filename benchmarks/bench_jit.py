@@ -29,6 +29,11 @@ real. Rows, each the median of ``--repeat`` timing rounds:
   read of the trace, ``flydsl_runtime.devprops``, re-checked on each call, remembered until
   the environment changes). There is no GPU here: torch's device layer answers for a
   simulated 304-CU device (:func:`_simulate_device`; torch's own Python code runs).
+* ``flydeps decision, FLYDEPS_VERIFY=0.001``: the production canary
+  (:mod:`flydsl_runtime.verify`): every hit takes the Python warm path, and one hit in a
+  thousand, chosen per entry deterministically, re-traces and compares FlyDSL's IR key; the
+  row is the average over all calls, the re-traces included. ``FLYDEPS_VERIFY=0`` (set, off):
+  the Python warm path alone, which any set value takes.
 * ``torch.cuda.get_device_properties(0) outside a trace``: torch's own function (the
   simulated device's answer) and through the wrapper ``flydsl_runtime`` installs (what any
   caller of torch's function pays for the recording: one check of the thread's recordings).
@@ -245,6 +250,15 @@ def main() -> int:
             lambda: theirs(*args), max(3, opts.repeat // 2), budget_s=1.0
         ),
     }
+    os.environ["FLYDEPS_VERIFY"] = "0"  # set but off: what the Python warm path alone costs
+    rows["flydeps decision, FLYDEPS_VERIFY=0 (set: the Python warm path, nothing re-traced)"] = _per_call_us(
+        lambda: ours(*args), opts.repeat
+    )
+    os.environ["FLYDEPS_VERIFY"] = "0.001"  # the production canary: one hit in a thousand re-traced
+    rows["flydeps decision, FLYDEPS_VERIFY=0.001 (Python warm path; 1 hit in 1,000 re-traced)"] = _per_call_us(
+        lambda: ours(*args), opts.repeat
+    )
+    del os.environ["FLYDEPS_VERIFY"]
     del os.environ["COMPILE_ONLY"]
     compiled = _with_noop_dispatch(flydsl_flyc.compile(theirs, *args))
     rows["CompiledFunction dispatch (no-op launch)"] = _per_call_us(lambda: compiled(*args), opts.repeat)

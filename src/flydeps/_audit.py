@@ -1,8 +1,9 @@
 """Function-attribute generation counter for interpreters without function watchers.
 
 Contract: ``generation()`` changes whenever any function's ``__code__``,
-``__defaults__`` or ``__kwdefaults__`` is assigned anywhere in the process (CPython
-raises the ``object.__setattr__`` audit event for exactly those assignments). Guards on
+``__defaults__`` or ``__kwdefaults__``, or any object's ``__class__``, is assigned anywhere
+in the process (CPython raises the ``object.__setattr__`` audit event for those
+assignments; a guard checks the type of the instances a build read by it). Guards on
 CPython 3.10/3.11 compare it instead of re-reading every function's attributes per call.
 
 The audit event fires *before* CPython stores the new value, and other audit hooks run
@@ -41,11 +42,11 @@ __all__ = ["ENABLED", "forward_file_events", "generation", "install", "settled"]
 
 ENABLED = settings.flag("FLYDEPS_AUDIT_HOOK", True)
 _GEN = [0]
-_PENDING: dict[int, tuple[FunctionType, str, object]] = {}
+_PENDING: dict[int, tuple[object, str, object]] = {}
 _installed = False
 _lock = threading.Lock()
 _pending_lock = threading.RLock()  # RLock: a finalizer may assign __code__ while held
-_WATCHED_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+_WATCHED_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__"})
 _EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
 _FILE_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.mkdir"})
 _file_events: Callable[[str, tuple], None] | None = None  # flydeps._filereads' receiver
@@ -55,7 +56,7 @@ _get_ident = threading.get_ident
 def _hook(event: str, args: tuple) -> None:
     if event in _EVENTS:
         if len(args) > 1 and args[1] in _WATCHED_ATTRS:
-            if type(args[0]) is FunctionType:  # deleting __defaults__ stores None
+            if type(args[0]) is FunctionType or args[1] == "__class__":  # deleting __defaults__ stores None
                 with _pending_lock:
                     _PENDING[_get_ident()] = (args[0], args[1], args[2] if len(args) > 2 else None)
             _GEN[0] += 1
@@ -82,7 +83,7 @@ def settled() -> bool:
     with _pending_lock:
         for thread, record in list(_PENDING.items()):
             fn, attr, value = record
-            if getattr(fn, attr) is not value:
+            if (type(fn) if attr == "__class__" else getattr(fn, attr)) is not value:
                 return False
             del _PENDING[thread]
     return True

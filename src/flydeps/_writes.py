@@ -8,9 +8,12 @@ Contract: two pieces the build protocol (:mod:`flydeps.build`) needs.
   method calls on a loaded global (``REG.append``, ``MEMO.setdefault``, ...), attribute
   stores on a loaded global (``CFG.x = 1``; on a module: that module's global ``x``).
   The same for a function's closure cells (``nonlocal`` stores, ``memo[k] = v`` on a free
-  variable). It over-approximates within a statement (an item store next to two loaded
-  globals counts for both); it does not see writes through ``self``/class attributes,
-  ``setattr``/``globals()`` or C code.
+  variable). ``WriteTarget.rebinds`` says whether the binding itself may be rebound (its
+  namespace written: ``STORE_GLOBAL``, a module attribute store, a ``nonlocal`` store)
+  rather than only the value it holds mutated: the build protocol's A-B-A check counts a
+  namespace as the build's own only for the former. It over-approximates within a
+  statement (an item store next to two loaded globals counts for both); it does not see
+  writes through ``self``/class attributes, ``setattr``/``globals()`` or C code.
 * :data:`TRANSITIONS` records, process-wide, each ``(digest before, digest after)`` of a
   written value across a managed build (a ``cached_factory`` call, a launcher trace).
   :meth:`Transitions.explains` answers "is going from this state to that one the work of
@@ -87,6 +90,7 @@ class WriteTarget:
     label: str
     container: object
     name: str
+    rebinds: bool = False  # the binding itself may be rebound, not only its value mutated
 
     def state(self) -> str | None:
         """The snapshot digest of what the binding holds now (None when unbound)."""
@@ -119,12 +123,15 @@ def write_targets(functions: Iterable[FunctionType]) -> tuple[WriteTarget, ...]:
         code = fn.__code__
         cells: dict[str, object] = dict(zip(code.co_freevars, fn.__closure__ or ()))
         for nested in _codes(code):
-            for container, name in _scan(nested, globals_, cells if nested is code else {}):
+            for container, name, rebinds in _scan(nested, globals_, cells if nested is code else {}):
+                known = found.get((id(container), name))
+                if known is not None and (known.rebinds or not rebinds):
+                    continue
                 if type(container) is dict:
                     label = f"{container.get('__name__', '?')}:{name}"
                 else:  # the node id discovery gives a closure's content (see discover.py)
                     label = f"{_module_name(fn)}:{fn.__qualname__}#closure.{name}"
-                found.setdefault((id(container), name), WriteTarget(label, container, name))
+                found[(id(container), name)] = WriteTarget(label, container, name, rebinds)
     return tuple(found.values())
 
 
@@ -142,8 +149,9 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
         stack.extend(c for c in current.co_consts if type(c) is CodeType)
 
 
-def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[tuple[object, str]]:
-    """(namespace or cell, name) pairs written by ``code``: a state machine over loads/stores.
+def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[tuple[object, str, bool]]:
+    """(namespace or cell, name, rebinds) written by ``code``: a state machine over
+    loads/stores; ``rebinds``: the binding itself is stored (else only its value mutated).
 
     ``cells``: the function's closure cells by free variable name (its own code only)."""
     recent: list[tuple[int, tuple[object, str]]] = []  # (index, binding) loaded in this expression
@@ -152,15 +160,15 @@ def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[
     for i, (op, arg) in enumerate(_ops(code)):
         prev, last = last, op
         if op in _GLOBAL_WRITES:
-            yield globals_, arg
+            yield globals_, arg, True
         elif op in _CELL_WRITES and arg in cells:
-            yield cells[arg], arg
+            yield cells[arg], arg, True
         elif op == "LOAD_GLOBAL" or (op in _CELL_LOADS and arg in cells):
             subject = (globals_, arg) if op == "LOAD_GLOBAL" else (cells[arg], arg)
             recent.append((i, subject))
         elif op in _ATTR_LOADS and subject is not None:
             if arg in _MUTATORS:
-                yield subject
+                yield (*subject, False)
                 subject = None
                 continue
             module_dict = _module_dict(_value(subject))
@@ -169,10 +177,10 @@ def _scan(code: CodeType, globals_: dict, cells: dict[str, object]) -> Iterator[
             recent.append((i, subject))  # CFG.items[k] = v writes CFG
         elif op in _ATTR_WRITES and subject is not None:
             module_dict = _module_dict(_value(subject))
-            yield (module_dict, arg) if module_dict is not None else subject
+            yield (module_dict, arg, True) if module_dict is not None else (*subject, False)
             subject = None
         elif op in _ITEM_WRITES:
-            yield from _item_write_subjects(recent, i, prev)
+            yield from ((*subject, False) for subject in _item_write_subjects(recent, i, prev))
             recent, subject = [], None
         elif op.startswith(_BOUNDARIES):
             recent, subject = [], None

@@ -27,25 +27,50 @@ the consumer returns the result to its caller (who started before the change) an
 keep it, so every later call rebuilds. The same :func:`judge` decides when a guard fails on
 a kept entry, and :mod:`flydeps.drift` turns its verdict into an action.
 
-Residual limit: a write to a value the build itself writes, made by another thread while the
-build runs, is indistinguishable from the build's own write and is adopted. Writes through
-closures, ``self``/class attributes, ``setattr`` or C code are not attributed to the build:
-they count as somebody else's change (the build is rebuilt or follows ``on_drift``).
+Class attributes a build writes through library code (FlyDSL fills a struct class's layout
+cache, ``__dsl_storage_layout_cache__``, the first time a trace allocates it) are the build's
+own when the consumer reports them from the writing thread (:func:`note_write`, called by
+``flydsl_runtime``'s hook on FlyDSL's writer while a build of that thread runs): after the
+build, a class whose changed attributes are all such writes has its step recorded in
+:data:`~flydeps._writes.TRANSITIONS` and is adopted like a written global (its methods and
+bases are still compared), so the trace is kept, not discarded and traced again.
+
+Writes while the build ran (A-B-A): the judgement compares states, so a helper rebound by
+another thread while the build ran and put back before it ended compares SAME although the
+build may have read the other helper. On CPython 3.10/3.11 every dict write gives the dict
+a fresh PEP 509 tag from one growing counter: :func:`begin` reads the counter (the tag of a
+new dict), and :func:`conclude` finds the namespaces the fingerprint binds whose tag moved
+past it. A namespace written while the build ran by anything but the build's own writes
+(the namespaces its code stores names into, the classes whose attributes it sets, the
+namespaces reported by :func:`note_write` and :func:`note_namespace_write`; an item store or
+a mutating call writes a value, not the namespace that binds it) gives ``Verdict.RACED``
+when nothing else changed: the result goes to its caller, nothing is kept, the next call
+builds again.
+
+Residual limits: a write to a value (or namespace) the build itself writes, made by another
+thread while the build runs, is indistinguishable from the build's own write and is adopted.
+On CPython 3.12+ (dict watchers count writes process-wide, per-dict tags are not read) and
+for ``__code__`` swaps put back during the build, A-B-A is not detected. Writes through
+closures, ``self``/class attributes, ``setattr`` or C code are not attributed to the build
+unless reported by :func:`note_write`: they count as somebody else's change (the build is
+rebuilt or follows ``on_drift``).
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FunctionType
 from typing import TypeVar
 
-from ._bindings import BindingKind
+from . import _watch
+from ._bindings import BindingKind, class_dict
 from ._codeswap import code_swaps, merge_code_swaps
 from ._writes import TRANSITIONS, WriteTarget, write_targets
 from .fingerprint import Fingerprint, NodeDiff, fingerprint_roots
-from .graph import DepGraph, NodeKind
+from .graph import DepGraph, Node, NodeKind
 from .guard import Guard
 
 __all__ = [
@@ -55,7 +80,10 @@ __all__ = [
     "Verdict",
     "begin",
     "finish",
+    "conclude",
     "judge",
+    "note_namespace_write",
+    "note_write",
     "settle",
     "stable",
     "start_states",
@@ -71,6 +99,7 @@ class Verdict(str, enum.Enum):
     ADOPT = "adopt"  # only data changed, every change explained by managed builds
     DATA = "data"  # a data value changed that no managed build explains
     CODE = "code"  # code, a binding to code or the dependency structure changed
+    RACED = "raced"  # a namespace it read was written while the build ran, not by the build
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +122,11 @@ class BuildStart:
     writes: tuple[WriteTarget, ...]
     states: tuple[str | None, ...]
     guard: Guard | None = None  # the fingerprint's guard, when the consumer keeps one
+    # id(namespace) -> (namespace, attribute names) the build reported writing (note_write,
+    # note_namespace_write: no names)
+    own: dict[int, tuple[dict, set[str]]] = field(default_factory=dict)
+    clock: int | None = None  # the PEP 509 counter when the build began (3.10/3.11), else None
+    namespaces: tuple[tuple[dict, str], ...] = ()  # the namespaces the fingerprint binds, labelled
 
 
 def stable(fn: Callable[..., T], *args: object) -> T:
@@ -110,10 +144,73 @@ def stable(fn: Callable[..., T], *args: object) -> T:
 
 
 def begin(fp: Fingerprint) -> BuildStart:
-    """Start a build whose reads are described by ``fp`` (validated just before by its guard)."""
+    """Start a build whose reads are described by ``fp`` (validated just before by its guard).
+    The caller must call :func:`finish` on the same thread, whatever the build does."""
     functions = _functions(fp)
     writes = write_targets(functions)
-    return BuildStart(fp, writes, tuple(w.state() for w in writes))
+    return _started(BuildStart(fp, writes, tuple(w.state() for w in writes), namespaces=_namespaces(fp)))
+
+
+_THREAD = threading.local()  # .builds: the BuildStarts running on this thread, innermost last
+
+
+def _started(start: BuildStart) -> BuildStart:
+    """``start`` with the PEP 509 clock read now, pushed on this thread's running builds."""
+    clock = _watch.tags_max(({},)) if _watch.TAGS and start.namespaces else None  # a new dict's tag
+    start = BuildStart(start.fingerprint, start.writes, start.states, start.guard, start.own, clock, start.namespaces)
+    builds = getattr(_THREAD, "builds", None)
+    if builds is None:
+        builds = _THREAD.builds = []
+    builds.append(start)
+    return start
+
+
+def note_write(cls: type, name: str) -> None:
+    """The builds running on this thread wrote attribute ``name`` of class ``cls`` (a
+    library's cache filled while tracing): their own effect, adopted after the build when
+    it is all that changed of the class. A no-op when no build runs on this thread."""
+    builds = getattr(_THREAD, "builds", None)
+    if not builds:
+        return
+    namespace = class_dict(cls)
+    if type(namespace) is not dict:
+        return
+    for start in builds:
+        start.own.setdefault(id(namespace), (namespace, set()))[1].add(name)
+
+
+def note_namespace_write(namespace: dict) -> None:
+    """The builds running on this thread wrote names into ``namespace`` through library code
+    (FlyDSL's AST rewriter installs its helper names into a decorated function's module):
+    their own effect, so that namespace's move is no A-B-A sign. A no-op outside a build."""
+    builds = getattr(_THREAD, "builds", None)
+    if not builds or type(namespace) is not dict:
+        return
+    for start in builds:
+        start.own.setdefault(id(namespace), (namespace, set()))
+
+
+def _namespaces(fp: Fingerprint) -> tuple[tuple[dict, str], ...]:
+    """The dicts whose bindings ``fp`` holds (module and class namespaces), each labelled
+    (its module name, or the binding's label without the name); empty without PEP 509 tags.
+    An object's own attributes (a FlyDSL kernel's ``_name``) are left out: the library object
+    rewrites its other attributes on every trace."""
+    discovery = fp._discovery
+    if discovery is None or not _watch.TAGS:
+        return ()
+    nodes = fp.graph.nodes
+    found: dict[int, tuple[dict, str]] = {}
+    for b in discovery.bindings:
+        if (
+            b.kind is BindingKind.DICT
+            and type(b.container) is dict
+            and id(b.container) not in found
+            and (b.node not in nodes or nodes[b.node].kind is not NodeKind.OBJECT)
+        ):
+            name = b.container.get("__name__")
+            label = name if type(name) is str else (b.label.rpartition(".")[0] or b.node)
+            found[id(b.container)] = (b.container, label)
+    return tuple(found.values())
 
 
 class RootsBaseline:
@@ -133,11 +230,17 @@ class RootsBaseline:
             fp = stable(fingerprint_roots, self.roots)
             last = self._last = (fp, fp.guard(), write_targets(_functions(fp)))
         fp, guard, writes = last
-        return BuildStart(fp, writes, tuple(w.state() for w in writes), guard)
+        return _started(BuildStart(fp, writes, tuple(w.state() for w in writes), guard, namespaces=_namespaces(fp)))
 
 
 def finish(start: BuildStart) -> None:
-    """Record every written value's ``before -> after`` step as a managed build's effect."""
+    """Record every written value's ``before -> after`` step as a managed build's effect, and
+    end the build on this thread (later :func:`note_write` calls are not its own)."""
+    builds = getattr(_THREAD, "builds", None) or []
+    for i in range(len(builds) - 1, -1, -1):  # by identity (a BuildStart compares by value)
+        if builds[i] is start:
+            del builds[i]
+            break
     for target, before in zip(start.writes, start.states):
         TRANSITIONS.record(target.label, before, target.state())
 
@@ -145,10 +248,83 @@ def finish(start: BuildStart) -> None:
 def settle(start: BuildStart) -> Judgement:
     """After the build (and after the consumer fingerprinted what it keeps): did what the build
     read change while it ran? Identity checks when the start's guard still holds, else
-    :func:`judge` of the start fingerprint against a refresh of the same roots."""
+    :func:`judge` of the start fingerprint against a refresh of the same roots; ``RACED``
+    when nothing changed but a namespace it read was written meanwhile by others
+    (:func:`conclude`)."""
     if start.guard is not None and start.guard.check():
-        return Judgement(Verdict.SAME)
-    return judge(start.fingerprint, stable(start.fingerprint.refresh))
+        return _raced(start) or Judgement(Verdict.SAME)
+    return conclude(start, stable(start.fingerprint.refresh))
+
+
+def conclude(start: BuildStart, after: Fingerprint, *, starts: Mapping[str, frozenset] | None = None) -> Judgement:
+    """The verdict on a finished build: ``after`` is the same roots fingerprinted now.
+
+    The build's reported class writes are recorded as managed steps (:func:`note_write`),
+    then :func:`judge` compares ``start``'s fingerprint with ``after``; where that finds
+    nothing (SAME/ADOPT), ``RACED`` when a namespace the build read was written while it ran
+    by anything but its own writes (a change that is still there is named by ``judge``)."""
+    _record_own_classes(start, after)
+    judgement = judge(start.fingerprint, after, starts=starts)
+    if judgement.verdict is Verdict.SAME or judgement.verdict is Verdict.ADOPT:
+        return _raced(start) or judgement
+    return judgement
+
+
+def _raced(start: BuildStart) -> Judgement | None:
+    """``RACED`` naming the namespaces written since :func:`begin` other than the build's own
+    (PEP 509 tags past the start's clock); None when there are none or no tags are read."""
+    if start.clock is None:
+        return None
+    tags_max, clock = _watch.tags_max, start.clock
+    written = [(ns, label) for ns, label in start.namespaces if tags_max((ns,)) > clock]
+    if not written:
+        return None
+    own = {id(ns) for ns, _names in start.own.values()}
+    for target in start.writes:
+        if target.rebinds:  # STORE_GLOBAL, a module attribute store: the namespace itself
+            own.add(id(target.container))
+        value = target.container.get(target.name) if type(target.container) is dict else None
+        if isinstance(value, type):  # ``Cls.x = v``: the class's namespace
+            own.add(id(class_dict(value)))
+    foreign = [label for ns, label in written if id(ns) not in own]
+    if not foreign:
+        return None
+    status = "was written while the build ran (a rebinding another thread may have put back)"
+    return Judgement(Verdict.RACED, tuple(NodeDiff(f"namespace {label}", NodeKind.MODULE, status) for label in foreign))
+
+
+def _record_own_classes(start: BuildStart, after: Fingerprint) -> None:
+    """A class whose data attributes changed during the build only by the build's reported
+    writes (:func:`note_write`): record its ``before -> after`` digests as a managed step."""
+    if not start.own:
+        return
+    old_nodes, new_nodes = start.fingerprint.graph.nodes, after.graph.nodes
+    for namespace, names in start.own.values():
+        nid = _class_node(start.fingerprint, namespace)
+        if nid is None or nid not in new_nodes or old_nodes[nid].digest == new_nodes[nid].digest:
+            continue
+        before, now = _attributes(start.fingerprint, namespace), _attributes(after, namespace)
+        changed = {k for k in before.keys() | now.keys() if before.get(k, _ABSENT) is not now.get(k, _ABSENT)}
+        if changed <= names:
+            TRANSITIONS.record(nid, old_nodes[nid].digest, new_nodes[nid].digest)
+
+
+_ABSENT = object()
+
+
+def _class_node(fp: Fingerprint, namespace: dict) -> str | None:
+    """The id of the class node whose namespace is ``namespace`` in ``fp``."""
+    nodes = fp.graph.nodes
+    for b in fp._discovery.bindings if fp._discovery is not None else ():
+        if b.container is namespace and b.node in nodes and nodes[b.node].kind is NodeKind.CLASS:
+            return b.node
+    return None
+
+
+def _attributes(fp: Fingerprint, namespace: dict) -> dict[str, object]:
+    """What ``fp`` saw bound in ``namespace``: name -> object."""
+    bindings = fp._discovery.bindings if fp._discovery is not None else ()
+    return {b.key: b.expected for b in bindings if b.kind is BindingKind.DICT and b.container is namespace}
 
 
 def start_states(start: BuildStart, into: Mapping[str, frozenset] | None = None) -> dict[str, frozenset]:
@@ -173,6 +349,7 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
         return Judgement(Verdict.SAME)
     before, after = old.graph.nodes, new.graph.nodes
     starts = starts or {}
+    classes = _adopted_classes(before, after)  # their members and bases still count
     adopted = {
         nid
         for nid, node in before.items()
@@ -191,14 +368,30 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
         node = before[nid]
         if nid not in after:
             diffs.append(NodeDiff(nid, node.kind, "removed", node.detail))
-        elif after[nid].digest != node.digest and nid not in adopted:
+        elif after[nid].digest != node.digest and nid not in adopted and nid not in classes:
             diffs.append(NodeDiff(nid, node.kind, "changed", node.detail, after[nid].detail))
     diffs = merge_code_swaps(diffs, code_swaps(old, new))  # a __code__ swap is a code change
-    kept = tuple(sorted(adopted))
+    kept = tuple(sorted(adopted | classes))
     if not diffs:
         return Judgement(Verdict.ADOPT if kept else Verdict.CODE, (), kept)
     data = all(d.kind is NodeKind.GLOBAL and d.status == "changed" for d in diffs)
     return Judgement(Verdict.DATA if data else Verdict.CODE, tuple(diffs), kept)
+
+
+def _adopted_classes(before: Mapping[str, Node], after: Mapping[str, Node]) -> set[str]:
+    """Classes whose data attributes moved only along steps managed builds recorded
+    (:func:`note_write`, :func:`_record_own_classes`), forward or back."""
+    return {
+        nid
+        for nid, node in before.items()
+        if node.kind is NodeKind.CLASS
+        and nid in after
+        and after[nid].digest != node.digest
+        and (
+            TRANSITIONS.explains(nid, node.digest, after[nid].digest)
+            or TRANSITIONS.explains(nid, after[nid].digest, node.digest)
+        )
+    }
 
 
 def _functions(fp: Fingerprint) -> list[FunctionType]:

@@ -16,6 +16,8 @@ The readers take the variable's name and default and return a parsed value:
 * :func:`names`: a comma-separated list (``;`` accepted too), blanks dropped; optionally
   restricted to a set of accepted words.
 * :func:`text`: a free string (a path), ``None`` when unset or empty.
+* :func:`fraction`: a switch word (on = ``1.0``, off = ``0.0``) or a decimal in ``[0, 1]``
+  (``0.01``: one in a hundred), for a share of events.
 
 :func:`read` parses one variable as the table documents it; :func:`validate` parses them
 all (the CLI calls it first, so any bad value exits 2 with one line, ``--help`` included).
@@ -38,9 +40,21 @@ from typing import Literal
 
 from .errors import FlydepsError
 
-__all__ = ["SETTINGS", "Setting", "SettingError", "choice", "flag", "integer", "names", "read", "text", "validate"]
+__all__ = [
+    "SETTINGS",
+    "Setting",
+    "SettingError",
+    "choice",
+    "flag",
+    "fraction",
+    "integer",
+    "names",
+    "read",
+    "text",
+    "validate",
+]
 
-Kind = Literal["flag", "integer", "choice", "names", "text"]
+Kind = Literal["flag", "integer", "choice", "names", "text", "fraction"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -139,9 +153,11 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting(
             "FLYDEPS_VERIFY",
-            "flag",
+            "fraction",
             "off",
-            "on: flydsl_runtime re-traces every cache hit and compares FlyDSL's IR key",
+            "on: flydsl_runtime re-traces every cache hit and compares FlyDSL's IR key (a mismatch raises); "
+            "a fraction such as 0.01: that share of hits, chosen per entry deterministically (a mismatch is "
+            "logged and the entry dropped)",
             read="on every hit, when set",
         ),
         Setting(
@@ -223,6 +239,26 @@ def flag(name: str, default: bool) -> bool:
     if word in _FALSE:
         return False
     raise SettingError(name, raw, f"is not a switch: set one of {_FLAG_WORDS}")
+
+
+def fraction(name: str, default: float) -> float:
+    """``name`` as a share in ``[0, 1]``: a switch word (on -> 1.0, off -> 0.0) or a decimal
+    such as ``0.01``; unset or empty -> ``default``."""
+    raw = _raw(name)
+    if not raw:
+        return default
+    word = raw.lower()
+    if word in _TRUE or word in _FALSE:
+        return 1.0 if word in _TRUE else 0.0
+    try:
+        value = float(word)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise SettingError(
+            name, raw, f"is not a switch or a fraction: set one of {_FLAG_WORDS}, or a share in [0, 1] such as 0.01"
+        )
+    return value
 
 
 def integer(name: str, default: int, *, minimum: int = 1) -> int:
@@ -347,6 +383,8 @@ def read(name: str) -> object:
         return choice(name, s.default, s.values)
     if s.kind == "names":
         return names(name, choices=s.values or None)
+    if s.kind == "fraction":
+        return fraction(name, 1.0 if s.default in _TRUE else 0.0)
     return text(name)
 
 
@@ -368,6 +406,8 @@ def _accepted(s: Setting) -> str:
         return "\\|".join(s.values)
     if s.kind == "names":
         return "comma-separated " + ("\\|".join(s.values) if s.values else "package names")
+    if s.kind == "fraction":
+        return f"{_FLAG_WORDS} or a fraction in [0, 1]"
     return "path"
 
 

@@ -27,12 +27,22 @@ Contract
   machine where it answers the same. It is replaced in ``flydsl.runtime.device`` (which
   modules importing it later take) and in every ``flydsl`` module that imported it before.
   ``torch.cuda.get_device_properties`` read while tracing is a derived read too, of what the
-  device answers (:mod:`.devprops`).
+  device answers (:mod:`.devprops`), and so is each of torch's state queries in
+  :mod:`.statequery`'s table (default dtype, determinism, TF32 and cuDNN switches).
 * AST rewrites: FlyDSL's ``ASTRewriter.transform`` re-parses a decorated function and replaces
   its ``__code__`` in place (or returns a rebuilt function). The patched ``transform`` reports
   each rewrite with ``flydeps.note_code_rewrite(func, original_code)`` so the function digests
   as the source the user wrote, and installing the rewrite is not mistaken for a user change.
+  The rewrite also stores FlyDSL's helper names into the function's module: reported to the
+  builds running on the thread (:func:`flydeps.build.note_namespace_write`), so a factory
+  that decorates kernels is not taken for an A-B-A race on its own module.
   Every wrapper here only observes: it calls FlyDSL's own function and returns its result.
+* Class caches: FlyDSL fills a struct class's layout cache (``__dsl_storage_layout_cache__``,
+  in ``flydsl.expr.struct._storage_layout``) the first time a trace sizes or allocates it: a
+  per-build ``@fx.struct SharedStorage`` (softmax, layernorm, rmsnorm, flash attention) gains
+  an attribute during its launcher's first trace. The wrapped ``_storage_layout`` reports a
+  write it made from its own thread with :func:`flydeps.build.note_write`, so the build
+  protocol adopts it as the trace's own write instead of discarding the trace.
 
 :func:`ensure_hooks` is idempotent; it never changes what FlyDSL compiles.
 """
@@ -40,6 +50,7 @@ Contract
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -51,11 +62,11 @@ from flydsl.compiler.ast_rewriter import ASTRewriter
 from flydsl.compiler.jit_function import JitFunction
 from flydsl.compiler.kernel_function import KernelFunction
 
-from flydeps import note_code_rewrite, register_unwrapper
+from flydeps import build, note_code_rewrite, register_unwrapper
 from flydeps._environ import EMPTY, EnvReads, derive, paused, recording
 from flydeps.discover import Unwrapper
 
-from . import devprops
+from . import devprops, statequery  # noqa: F401  (devprops adds its query to the table at import)
 
 __all__ = ["ROCM_ARCH", "ensure_hooks", "take_trace_env_reads"]
 
@@ -138,6 +149,8 @@ def _noting(transform: Callable[[object], object]) -> Callable[[object], object]
     def transform_and_note(f: object) -> object:
         original = f.__code__ if isinstance(f, FunctionType) else None
         result = transform(f)
+        if isinstance(f, FunctionType):  # it installs its helper names into f's module
+            build.note_namespace_write(f.__globals__)
         if original is not None and isinstance(result, FunctionType) and result.__code__ is not original:
             note_code_rewrite(result, original)
         return result
@@ -188,10 +201,40 @@ def _key_rocm_arch_by_result() -> None:
                 namespace["get_rocm_arch"] = keyed
 
 
+_LAYOUT_CACHE = "__dsl_storage_layout_cache__"
+
+
+def _noting_layout_cache(layout: Callable[[type], Any]) -> Callable[[type], Any]:
+    """FlyDSL's ``_storage_layout(schema)``, reporting the cache attribute it sets on
+    ``schema`` to the builds running on this thread (:func:`flydeps.build.note_write`)."""
+
+    @functools.wraps(layout)
+    def storage_layout(schema: type) -> Any:
+        namespace = getattr(schema, "__dict__", None)
+        had = namespace is not None and _LAYOUT_CACHE in namespace
+        result = layout(schema)
+        if not had and isinstance(schema, type):
+            build.note_write(schema, _LAYOUT_CACHE)
+        return result
+
+    storage_layout.__flydeps_original__ = layout  # type: ignore[attr-defined]
+    return storage_layout
+
+
+def _note_layout_caches() -> None:
+    """Wrap ``flydsl.expr.struct._storage_layout`` (looked up at call time by its callers)."""
+    struct = importlib.import_module("flydsl.expr.struct")  # flydsl.expr.struct is the decorator
+
+    current = getattr(struct, "_storage_layout", None)
+    if isinstance(current, FunctionType) and not hasattr(current, "__flydeps_original__"):
+        struct._storage_layout = _noting_layout_cache(current)  # type: ignore[attr-defined]
+
+
 def ensure_hooks() -> None:
     """Register the unwrappers, wrap ``ASTRewriter.transform``, ``JitFunction._trace``,
     target resolution, ``get_rocm_arch``, ``torch.cuda.get_device_properties``
-    (:mod:`.devprops`) and the toolchain key (once per process)."""
+    (:mod:`.devprops`) with the other state queries (:mod:`.statequery`) and the toolchain
+    key (once per process)."""
     global _installed
     if _installed:
         return
@@ -208,7 +251,8 @@ def ensure_hooks() -> None:
         JitFunction._trace = _recording_trace(JitFunction._trace)  # type: ignore[method-assign]
     _pause_target_resolution()
     _key_rocm_arch_by_result()
-    devprops.install()
+    _note_layout_caches()
+    statequery.install()  # the state-query table, torch.cuda.get_device_properties (devprops) with it
     if not hasattr(jit_function._flydsl_key, "__flydeps_original__"):
         jit_function._flydsl_key = _remembering_toolchain_key(jit_function._flydsl_key)  # type: ignore[assignment]
     _installed = True

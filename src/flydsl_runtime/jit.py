@@ -16,8 +16,13 @@ in process, by
   its old and new values), ``"rebuild"`` or ``"warn"``. Traces follow flydeps' build
   protocol (:mod:`flydeps.build`): the baseline is the state validated *before* the trace;
   the trace's own writes (a memo dict, a registry it appends to) are adopted, also by every
-  other launcher and factory that read them; any other change made while it ran means the
-  trace is returned to its caller but not kept;
+  other launcher and factory that read them, and so are the class caches FlyDSL fills while
+  tracing (a per-build ``@fx.struct SharedStorage``'s layout: one trace per new launcher);
+  any other change made while it ran, or a namespace it read written and put back meanwhile
+  (A-B-A, CPython 3.10/3.11), means the trace is returned to its caller but not kept. A
+  changed default of a runtime-only parameter (the stream) is keyed as the argument, not
+  drift; a state the launcher already built for (an undo) takes its key again
+  (``Launcher._states``, the last ``_STATES_KEPT`` per owner class);
 * argument signatures: :mod:`flydsl_runtime.argsig`; target: :mod:`flydsl_runtime.target`;
   env: :mod:`flydsl_runtime.envkey`; compile hints: persistent plus thread-local overlay;
 * bound self: the instance's ``__cache_signature__()`` when it has one, else its identity
@@ -37,7 +42,8 @@ as usual (its IR-keyed memory and disk caches stay the cross-process truth), rec
 entry with FlyDSL's IR key, and logs why it missed (:mod:`flydsl_runtime.explain`). Under
 FlyDSL's ``COMPILE_ONLY=1`` a call compiles and records the entry without launching, and
 later calls are hits that return ``None``. ``FLYDEPS_VERIFY=1`` re-traces on every hit and
-compares IR keys (:mod:`flydsl_runtime.verify`).
+compares IR keys (:mod:`flydsl_runtime.verify`); ``FLYDEPS_VERIFY=0.01`` re-traces that share
+of hits, chosen per entry deterministically, as a production canary.
 
 Before tracing, a miss asks the persistent index (:mod:`.index`) for the call's
 cross-process key; a row is served by FlyDSL's artifact from its disk cache, read by its
@@ -160,6 +166,7 @@ class _OwnerState:
 
 
 _CODE_NODES = (NodeKind.FUNCTION, NodeKind.METHOD)
+_STATES_KEPT = 16  # dependency states remembered per owner class (Launcher._states)
 _NO_STARTS: Mapping[str, frozenset] = MappingProxyType({})
 
 
@@ -229,6 +236,23 @@ def _call_env() -> CallEnv:
     if version is not None and not paths_configured():  # path effects are re-stat'ed per call
         _call_env_memo[:] = (version, facts)
     return facts
+
+
+# [environment version, FLYDEPS_VERIFY's share]: parsed again only after os.environ changed
+_verify_memo: list = [object(), 0.0]
+
+
+def _verify_share() -> float:
+    """``FLYDEPS_VERIFY`` as a share of hits (:func:`flydeps.settings.fraction`, which raises
+    on a bad value), memoized on the environment's version like :func:`_call_env`."""
+    version = environ_version()
+    memo_version, share = _verify_memo
+    if version is not None and memo_version == version:
+        return share  # type: ignore[no-any-return]
+    share = settings.fraction("FLYDEPS_VERIFY", 0.0)
+    if version is not None:
+        _verify_memo[:] = (version, share)
+    return share
 
 
 _device_id: Callable[[], int] | None = None  # FlyDSL's active-device reader (target.device_id_reader)
@@ -318,6 +342,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         self._last: dict[type | None, Entry] = {}
         # owner -> (dependency state, (digest, digest with source positions)); debug info only
         self._positions: dict[type | None, tuple[_OwnerState, tuple[str, str], tuple[str, ...]]] = {}
+        # owner -> {fingerprint digest: the state kept for it}: a state the process already
+        # built for (an undo, a mock.patch leaving its block) is found again by its digest
+        self._states: dict[type | None, dict[str, _OwnerState]] = {}
         self._lock = threading.RLock()
         self._signer: ArgSigner | None = None
         self._binder: ArgBinder | None = None
@@ -327,6 +354,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         self._tails: Mapping[int, tuple] = {}
         self._hits = 0
         self._misses = 0
+        self._verify_counts: dict[tuple, int] = {}  # key -> hits counted by FLYDEPS_VERIFY=<fraction>
         functools.update_wrapper(self, jit_function.func)
         _LAUNCHERS.add(self)
 
@@ -370,6 +398,8 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             self._owners.clear()
             self._last.clear()
             self._positions.clear()
+            self._states.clear()
+            self._verify_counts.clear()
             self._hits = self._misses = 0
 
     def entries(self) -> tuple[Entry, ...]:
@@ -455,10 +485,14 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 return compiled(*positional)
             return None
         self._hits += 1
-        if call_env.verify and settings.flag("FLYDEPS_VERIFY", False):
-            from .verify import verify_hit
+        if call_env.verify and (share := _verify_share()):
+            from .verify import checked_hit
 
-            verify_hit(self, entry, bound_self, positional)
+            if not checked_hit(self, key, entry, bound_self, positional, share):  # stale: dropped, logged
+                compiled, launched = self._miss(owner, state, bound_self, positional, key, compile_only, stale=True)
+                if compiled is not None and not launched and not compile_only:
+                    return compiled(*positional)
+                return None
         if compile_only:
             return None
         return entry.compiled(*positional)  # type: ignore[misc]  # _usable refused None when launching
@@ -587,7 +621,31 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             if current is None:
                 return self._baseline(owner, build.stable(fingerprint_roots, self._roots(owner)))
             fresh = build.stable(current.fingerprint.refresh)
-            return self._drift(owner, current, fresh, build.judge(current.fingerprint, fresh, starts=current.starts))
+            earlier = self._states.get(owner, {}).get(fresh.digest)
+            if earlier is not None:  # back to a state already built for: its key, no drift to decide
+                log.info("%s: back to a dependency state it has built for; its entries serve again", self._name)
+                return self._baseline(
+                    owner, fresh, digest=earlier.digest, starts=earlier.starts, keyed=earlier.key_fingerprint
+                )
+            judgement = build.judge(current.fingerprint, fresh, starts=current.starts)
+            return self._drift(owner, current, fresh, self._runtime_defaults_kept(judgement))
+
+    def _runtime_defaults_kept(self, judgement: build.Judgement) -> build.Judgement:
+        """``judgement`` without the changed defaults of runtime-only parameters (a stream's
+        ``fx.Stream(None)`` -> ``fx.Stream(0)``): FlyDSL passes them at launch, never into the
+        IR, and the key signs them as arguments (:mod:`.argsig`), so such a change is no
+        drift. ADOPT (the key is kept) when nothing else changed."""
+        if judgement.verdict is not build.Verdict.DATA or self._signer is None:
+            return judgement
+        constexpr = set(self._signer._callable_slots)  # Constexpr/Type parameters: in the IR
+        root = f"{self._jf.func.__module__}:{self._jf.func.__qualname__}"
+        runtime = {f"{root}#default.{n}" for i, n in enumerate(self._signer.names) if i not in constexpr}
+        rest = tuple(d for d in judgement.diffs if d.node not in runtime)
+        if rest:
+            return judgement
+        dropped = tuple(d.node for d in judgement.diffs)
+        log.info("%s: only runtime-only defaults changed (%s): keyed as arguments", self._name, ", ".join(dropped))
+        return build.Judgement(build.Verdict.ADOPT, (), (*judgement.adopted, *dropped))
 
     def _baseline(
         self,
@@ -601,6 +659,10 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         from) when the key of an earlier state is kept."""
         state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts, keyed if digest else None)
         self._owners[owner] = state
+        seen = self._states.setdefault(owner, {})
+        seen[fp.digest] = state
+        if len(seen) > _STATES_KEPT:  # the oldest first (dicts keep insertion order)
+            del seen[next(iter(seen))]
         return state
 
     def _drift(
@@ -626,8 +688,11 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         positional: tuple,
         key: tuple,
         compile_only: bool,
+        stale: bool = False,
     ) -> tuple[CompiledFunction | None, bool]:
-        """Trace + compile through FlyDSL; returns (CompiledFunction or None, already launched)."""
+        """Trace + compile through FlyDSL; returns (CompiledFunction or None, already launched).
+        ``stale``: the verify canary found this key's entry stale, so its persistent row (same
+        key, same IR) is not loaded either: the trace replaces it."""
         with self._lock:  # FlyDSL keeps per-call state (_last_compiled) on the JitFunction
             entry = self._entries.get(key)
             if entry is not None and self._usable(entry, compile_only):
@@ -654,8 +719,10 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             persistent = self._persistent_key(described, bound_self, state)
             pkey, why_not, self_fp = persistent.key, persistent.why_not, persistent.self_fp
             row = index.lookup(pkey) if pkey is not None else None
-            verifying = settings.flag("FLYDEPS_VERIFY", False)
-            if row is not None and not verifying:
+            # FLYDEPS_VERIFY=1: rows are traced and compared, never loaded; a fraction (the
+            # production canary) checks hits only, and rows load as usual
+            verifying = settings.fraction("FLYDEPS_VERIFY", 0.0) >= 1.0
+            if row is not None and not verifying and not stale:
                 loaded = self._load(row, bound_self, positional, compile_only)
                 if loaded is not None:  # FlyDSL's artifact, no trace: the state stays as validated
                     compiled = loaded[0]
@@ -691,14 +758,14 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             if row is not None and verifying and row.ir_key != ir_key:
                 raise StaleArtifactError(self._name, row.ir_key, ir_key, ("the persistent index row's IR differs",))
             after = build.stable(state.fingerprint.refresh)
-            judgement = build.judge(state.fingerprint, after)
+            judgement = build.conclude(start, after)  # its own writes (memos, FlyDSL's class caches) adopted
             if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
                 # What the trace read changed while it ran (not by its own writes): this caller,
                 # who started before the change, gets the result; nothing is kept, and the next
                 # call's guard fails and follows on_drift or retraces.
-                log.info("%s: trace not kept, %s changed while it ran", self._name, judgement.reasons())
+                log.info("%s: trace not kept, while it ran: %s", self._name, judgement.reasons())
                 take_trace_env_reads()  # forget them with the trace
-                index.note_trace(self._name, f"not kept: {judgement.reasons()} changed while it traced")
+                index.note_trace(self._name, f"not kept, while it traced: {judgement.reasons()}")
                 if state.guard.check():
                     # What changed is nothing the guard watches (a module the trace imported
                     # was unresolved before it): without a new baseline every later call would
@@ -793,12 +860,12 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
     def _load(
         self, row: index.Row, bound_self: object, positional: tuple, compile_only: bool
     ) -> tuple[CompiledFunction | None] | None:
-        """FlyDSL's artifact of a persistent row, read by FlyDSL's own cache manager, made
+        """FlyDSL's artifact of a persistent row, read as :func:`.diskcache.load` reads it, made
         into its ``CompiledFunction`` for this call's arguments (``(None,)`` under
         COMPILE_ONLY); None (a miss, noted) when the artifact is missing or unreadable."""
         jf = self._jf
         manager = diskcache.manager(jf)
-        artifact = manager.get(index.disk_key(row.ir_key)) if manager is not None else None
+        artifact = diskcache.load(manager, index.disk_key(row.ir_key)) if manager is not None else None
         if artifact is None or getattr(artifact, "_ktrace_traced", False):
             log.info("%s: persistent index row without a usable FlyDSL artifact, tracing", self._name)
             return None

@@ -281,7 +281,7 @@ def test_docs_mention_no_variable_that_settings_does_not_know() -> None:
 def test_sources_read_only_documented_variables_and_only_through_settings() -> None:
     literal = re.compile(r"""b?["'](FLYDEPS_[A-Z0-9_]+)["']""")
     direct = re.compile(r"""(environb?\b\s*[.\[]|getenv\(|_env_get\()[^\n]*b?["']FLYDEPS_""")
-    typed = re.compile(r"""settings\.(flag|integer|choice|names|text)\(\s*["'](FLYDEPS_[A-Z0-9_]+)["']""")
+    typed = re.compile(r"""settings\.(flag|integer|choice|names|text|fraction)\(\s*["'](FLYDEPS_[A-Z0-9_]+)["']""")
     internal = re.compile(r"""(?<![.\w])(flag|integer|choice|names|text)\(\s*["'](FLYDEPS_[A-Z0-9_]+)["']""")
     read_somewhere: set[str] = set()
     for path in _sources():
@@ -295,10 +295,10 @@ def test_sources_read_only_documented_variables_and_only_through_settings() -> N
             read_somewhere.update(name for _, name in internal.findall(text))
         for line in [ln for ln in text.splitlines() if direct.search(ln)]:
             # The one raw read allowed: jit's presence test of FLYDEPS_VERIFY (memoized with the
-            # rest of a warm call's environment), parsed by settings.flag on the hit path.
+            # rest of a warm call's environment), parsed by settings.fraction on the hit path.
             assert rel == "src/flydsl_runtime/jit.py", f"{rel}: {line.strip()}"
             assert line.strip() == '_env_get(b"FLYDEPS_VERIFY") is not None,', f"{rel}: {line.strip()}"
-            assert 'if call_env.verify and settings.flag("FLYDEPS_VERIFY", False):' in text
+            assert 'share = settings.fraction("FLYDEPS_VERIFY", 0.0)' in text
         for kind, name in typed.findall(text):
             assert SETTINGS[name].kind == kind, f"{rel} reads {name} as {kind}, SETTINGS says {SETTINGS[name].kind}"
     for c_file in (ROOT / "src").rglob("*.c"):

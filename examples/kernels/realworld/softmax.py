@@ -3,6 +3,9 @@
 ``build_softmax`` is not cached: the module builds its launchers once at import, as kernel
 repositories do for their fixed configurations. The kernel's ``width``, ``scale`` and
 ``use_exp2`` are closure cells of the builder; an ``os.getenv`` flag is read while tracing.
+Each build declares its own ``@fx.struct SharedStorage`` (its LDS), as FlyDSL's softmax,
+layernorm, rmsnorm and flash-attention builders do: FlyDSL fills that class's layout cache
+during the launcher's first trace.
 """
 
 import os
@@ -25,8 +28,14 @@ def _exp(x, use_exp2):
 def build_softmax(width, scale=1.0, use_exp2=False):
     block = 64
 
+    @fx.struct
+    class SharedStorage:  # per build, as FlyDSL's softmax/norm kernels declare their LDS
+        s_red: fx.Array[fx.Float32, block, 16]
+
     @flyc.kernel
     def softmax_kernel(x: fx.Tensor, out: fx.Tensor):
+        lds = fx.SharedAllocator().allocate(SharedStorage).peek()
+        lds.s_red.view(fx.make_layout(block, 1))  # FlyDSL fills the class's layout cache here
         row = fx.thread_idx.x + fx.block_idx.x * block
         base = memops.row_base(row, width)
         values = [memops.load(x, base + j, scale=scale) for j in range(width)]
