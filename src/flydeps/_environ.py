@@ -56,8 +56,10 @@ ones are not); ``None`` where neither exists (callers then re-read every time).
 
 * Files and directory listings the thread reads during a recording are derived reads too,
   ``=file:PATH`` and ``=listdir:PATH``, noted by the audit hook of :mod:`flydeps._filereads`
-  (installed by the first recording) and evaluated by it; :func:`label` and :func:`shown`
-  name them in messages.
+  (installed by the first recording) and evaluated by it, and so are its metadata reads
+  (``os.stat``/``os.lstat`` and the ``os.path``/``pathlib`` predicates on them),
+  ``=stat:VIEW:PATH``, seen through an ``os.stat`` put in the ``os`` module only while some
+  thread records; :func:`label` and :func:`shown` name them in messages.
 
 Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C code calling
 ``getenv(3)``, a subprocess). This module imports nothing outside the standard library but
@@ -95,6 +97,7 @@ __all__ = [
     "recording_in_thread",
     "shown",
     "version",
+    "while_recording",
 ]
 
 _Environ = type(os.environ)
@@ -317,6 +320,8 @@ def recording() -> Iterator[Recorder]:
     with _lock:
         if not _active:
             _swap(_RecordingEnviron)
+            for switch in _switches:
+                switch(True)
         _active.setdefault(ident, []).append(rec)
     try:
         yield rec
@@ -330,9 +335,14 @@ def recording() -> Iterator[Recorder]:
                 del _active[ident]
             if not _active:
                 _swap(_ORIGINAL_CLASS)
+                for switch in _switches:
+                    switch(False)
 
 
 _files_hooked = False
+# Called with True when the first recording of the process starts and False when the last
+# ends (under _lock): flydeps._filereads.observe_stats (os.stat observed only meanwhile).
+_switches: list[Callable[[bool], None]] = []
 
 
 class MemoHook(Protocol):
@@ -349,11 +359,24 @@ class MemoHook(Protocol):
 _memo_hook: list[MemoHook] = []
 
 
+def while_recording(switch: Callable[[bool], None]) -> None:
+    """Have ``switch(True)`` called when the first recording of the process starts and
+    ``switch(False)`` when the last one ends (under this module's lock; at once with True
+    when a recording runs now): for an observer that wraps a function only while some
+    thread records, so that nothing else in the process pays for it."""
+    with _lock:
+        if switch not in _switches:
+            _switches.append(switch)
+            if _active:
+                switch(True)
+
+
 def _hook_files() -> None:
     global _files_hooked
     from . import _filereads  # imports the value and origin stages: only once something records
 
     _filereads.install()
+    while_recording(_filereads.observe_stats)
     _files_hooked = True
 
 
@@ -454,7 +477,7 @@ def _remembered(compute: Callable[[], str | None]) -> Callable[[], str | None]:
 
 
 # Families of derived reads named by what they read: the file reads of flydeps._filereads.
-_FILE_READS = ("=file:", "=listdir:")
+_FILE_READS = ("=file:", "=listdir:", "=stat:")
 # prefix -> (compute of a member: its name -> its value now, what a member is: its name -> words,
 # whether a member's value is fixed for the process); registered by derive_family.
 _families: dict[str, tuple[Callable[[str], str | None], Callable[[str], str], bool]] = {}

@@ -8,11 +8,26 @@ build (names start with ``=``, which no environment variable's can):
 
 * ``=file:PATH`` -> ``"b3:<blake3 of the bytes>"``, ``None`` when the file is absent,
   ``"unreadable:<errno>"`` when it cannot be read;
-* ``=listdir:PATH`` -> ``"b3:<blake3 of the sorted names>"``, ``None`` when absent.
+* ``=listdir:PATH`` -> ``"b3:<blake3 of the sorted names>"``, ``None`` when absent;
+* ``=stat:VIEW:PATH`` -> what a metadata check answered: ``os.stat`` / ``os.lstat`` (VIEW
+  prefixed ``l``) and what the standard library builds on them, seen through an ``os.stat``
+  / ``os.lstat`` of ours put in the ``os`` module (and CPython 3.10 pathlib's accessor) only
+  while some thread records (outside recordings the process runs the builtins). VIEW is
+  what the caller asked, named by the outermost ``os.path`` / ``pathlib`` function between
+  it and the stat: ``exists`` (``exists``, ``lexists``) -> ``"exists"``; ``type`` (``isfile``, ``isdir``, ``islink``,
+  ``Path.is_*``) -> ``"type:<S_IFMT octal>"``; ``size`` (``getsize``) -> ``"size:<n>"``;
+  ``link`` (``realpath``, ``Path.resolve``) -> the type, and a link's inode and mtime (a
+  retargeted link is a new one); ``meta`` (``os.stat`` / ``Path.stat`` asked directly) ->
+  mode, size, mtime, device, inode, links, owner (not the access and change times). Absent:
+  ``None``; unreadable: ``unreadable:<errno>``. Not seen: a stat by descriptor or with
+  ``dir_fd``, ``os.access``, ``os.scandir`` entries' cached answers (the listing is keyed),
+  and a module that bound ``os.stat`` under its own name before the recording.
 
 PATH is the path as the build gave it (``str`` or ``os.fsdecode`` of ``bytes``): a relative
 path is re-read relative to the working directory of the process that checks, as the build
-would read it there. Seen through CPython's ``open``, ``os.listdir`` and ``os.scandir`` audit
+would read it there (re-resolved, rather than keying the working directory: a ``chdir`` into
+a directory where every such path answers the same keeps the entry, one where any answers
+otherwise does not). Seen through CPython's ``open``, ``os.listdir`` and ``os.scandir`` audit
 events: ``open()``, ``io.open``, ``os.open``, ``pathlib`` reads, ``json.load(open(...))``,
 ``numpy.load(path)``, ``glob``, ``Path.iterdir``.
 
@@ -40,7 +55,9 @@ Values are computed when the build opens the file (before it reads). Re-checks
 and digest the bytes again only when its identity moved (device, inode, size, mode,
 modification and change times); an identity less than :data:`_RACY_NS` old is never
 trusted (file times are coarser than writes: "racy git"). An entry whose build read files
-pays one ``stat`` per file per check; others pay nothing.
+pays one ``stat`` per file per check; others pay nothing. A metadata read is one ``stat``
+per check (its value is the answer: nothing to memoize); a path a build stats again is
+attributed and valued once.
 
 The events come from flydeps' one audit hook (:mod:`flydeps._audit`), asked for on the
 first recording (audit hooks cannot be removed); other events pay nothing here.
@@ -63,7 +80,7 @@ from blake3 import blake3
 
 from . import _audit, _environ, _origin
 
-__all__ = ["FILE", "LISTDIR", "evaluator", "install", "label"]
+__all__ = ["FILE", "LISTDIR", "STAT", "evaluator", "install", "label", "observe_stats"]
 
 FILE = "=file:"
 LISTDIR = "=listdir:"
@@ -115,16 +132,7 @@ def _received(event: str, args: tuple) -> None:
                 if mine not in rec._made:
                     rec._note(*noted)
     except Exception as error:  # noqa: BLE001 - an audit hook must never break the build's own open
-        for rec in recorders:
-            rec._note(_UNRECORDED, "unrecorded")
-        if not _warned:
-            _warned.append(error)
-            logging.getLogger("flydeps").warning(
-                "flydeps: a file read by a build could not be recorded (%s: %s); the entries of builds it "
-                "happened in are rebuilt on every call, never served stale. Please report it to flydeps.",
-                type(error).__name__,
-                error,
-            )
+        _unrecorded(recorders, error)
     finally:
         _local.busy = False
 
@@ -188,14 +196,16 @@ def _name(path: object) -> str | None:
     return None
 
 
-def _attributed() -> bool:
+def _attributed(frame: FrameType | None = None) -> bool:
     """True when the nearest calling frame that decides is user code (see the module
-    docstring): frames of the standard library and other libraries are walked through."""
-    hook = _audit._hook.__code__
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code is not hook:  # up to the audit hook: ours
-        frame = frame.f_back
-    frame = frame.f_back if frame is not None else None  # the frame that opened or listed
+    docstring): frames of the standard library and other libraries are walked through.
+    ``frame``: the frame that made the read (default: the one the audit hook reports on)."""
+    if frame is None:
+        hook = _audit._hook.__code__
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not hook:  # up to the audit hook: ours
+            frame = frame.f_back
+        frame = frame.f_back if frame is not None else None  # the frame that opened or listed
     while frame is not None:
         module = frame.f_globals.get("__name__")
         if type(module) is str:
@@ -251,8 +261,10 @@ def _listing_value(name: str) -> str | None:
 
 
 def evaluator(name: str) -> Callable[[], str | None]:
-    """``evaluate()`` of the derived read ``name`` (``=file:...`` or ``=listdir:...``): its
-    value now, memoized on the path's identity (see the module docstring)."""
+    """``evaluate()`` of the derived read ``name`` (``=file:...``, ``=listdir:...`` or
+    ``=stat:...``): its value now, memoized on the path's identity (see the module docstring)."""
+    if name.startswith(STAT):
+        return _stat_evaluator(name)
     if name.startswith(FILE):
         path, regular_only = name[len(FILE) :], True
     elif name.startswith(LISTDIR):
@@ -283,9 +295,12 @@ def evaluator(name: str) -> Callable[[], str | None]:
 
 
 def label(name: str) -> str:
-    """``file PATH`` / ``directory listing PATH``."""
+    """``file PATH`` / ``directory listing PATH`` / ``metadata (exists) of PATH``."""
     if name.startswith(FILE):
         return f"file {name[len(FILE) :]}"
+    if name.startswith(STAT):
+        view, _, path = name[len(STAT) :].partition(":")
+        return f"metadata ({view}) of {path}"
     return f"directory listing {name[len(LISTDIR) :]}"
 
 
@@ -293,6 +308,169 @@ def shown(value: str | None) -> str:
     """A recorded value for messages: ``contents b3:1a2b3c4d5e6f``, ``<absent>``, ..."""
     if value is None:
         return "<absent>"
+    if value.startswith(("exists", "type:", "size:", "meta:")):
+        return value
     if value.startswith("b3:"):
         return f"contents {value[:15]}"
     return value
+
+
+# --- metadata reads: os.stat / os.lstat and what is built on them ----------------------
+
+STAT = "=stat:"
+_os_stat, _os_lstat = os.stat, os.lstat  # the originals (checks call these: never noted)
+# The standard-library path functions a stat serves (the outermost of them on the stack
+# names what the caller asked) -> the view of the answer keyed; any other caller gets "meta".
+_PATH_MODULES = frozenset({"genericpath", "posixpath", "ntpath", "pathlib", "os"})
+_ASKED = {
+    "exists": "exists",
+    "lexists": "exists",
+    "isfile": "type",
+    "isdir": "type",
+    "islink": "type",
+    "is_file": "type",
+    "is_dir": "type",
+    "is_symlink": "type",
+    "getsize": "size",
+    "realpath": "link",
+    "resolve": "link",
+}
+_VIEWS = frozenset({"exists", "type", "size", "link", "meta"})
+
+
+def _view_of(frame: FrameType | None) -> str:
+    """What the caller asked of a stat: the view named by the outermost standard-library
+    path function between the stat and its caller (``Path.exists`` -> ``Path.stat`` ->
+    ``os.stat``: "exists"), "meta" when the caller asked ``os.stat`` itself."""
+    asked = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__")
+        if type(module) is not str or module.partition(".")[0] not in _PATH_MODULES:
+            break
+        asked = frame.f_code.co_name
+        frame = frame.f_back
+    return _ASKED.get(asked or "", "meta")
+
+
+def _stat_value(view: str, answer: os.stat_result | BaseException) -> str | None:
+    """A metadata read's value: what ``view`` of the answer a fresh trace would get. Absent:
+    ``None``; unreadable: ``unreadable:<errno>``."""
+    if isinstance(answer, OSError):
+        return _absent_or_unreadable(answer)
+    if not isinstance(answer, os.stat_result):
+        return "unreadable:invalid path"  # a NUL in the name (ValueError)
+    kind = stat.S_IFMT(answer.st_mode)
+    if view == "exists":
+        return "exists"
+    if view == "type":
+        return f"type:{kind:o}"
+    if view == "size":
+        return f"size:{answer.st_size}"
+    if view == "link":  # what resolving through it answers: a link's target moves its inode/mtime
+        return f"type:{kind:o}" + (f":{answer.st_ino}:{answer.st_mtime_ns}" if stat.S_ISLNK(kind) else "")
+    st = answer  # meta: every field a caller could branch on but the access and change times
+    fields = (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_nlink, st.st_uid, st.st_gid)
+    return f"meta:{st.st_mode:o}:" + ":".join(map(str, fields))
+
+
+def _stat_seen(path: object, kwargs: dict, follow: bool, answer: object, frame: FrameType | None) -> None:
+    """A stat made while some thread records: noted as a metadata read by the recordings of
+    this thread when user code asked it (attribution as for file reads)."""
+    recorders = _environ._recorders()
+    if not recorders or getattr(_local, "busy", False) or kwargs.get("dir_fd") is not None:
+        return
+    follow = follow and bool(kwargs.get("follow_symlinks", True))
+    _local.busy = True
+    try:
+        with _environ.paused():
+            name = _name(path)
+            if name is None:
+                return
+            view = _view_of(frame)
+            key = f"{STAT}{'' if follow else 'l'}{view}:{name}"
+            if all(key in rec._values for rec in recorders):  # asked again: its first answer stands
+                return
+            if not _attributed(frame) or ("\0" not in name and _library_file(name)):
+                return
+            noted = (key, _stat_value(view, answer))  # type: ignore[arg-type]
+            mine = os.path.abspath(name)
+        for rec in recorders:
+            if mine not in rec._made:
+                rec._note(*noted)
+    except Exception as error:  # noqa: BLE001 - never break the build's own stat
+        _unrecorded(recorders, error)
+    finally:
+        _local.busy = False
+
+
+def _observed(original: Callable[..., os.stat_result], follow: bool) -> Callable[..., os.stat_result]:
+    """``os.stat`` / ``os.lstat`` that notes what a recording thread asks (same answers)."""
+
+    def observed(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        try:
+            answer = original(path, *args, **kwargs)
+        except (OSError, ValueError) as error:
+            if _environ._active:
+                _stat_seen(path, kwargs, follow, error, sys._getframe(1))
+            raise
+        if _environ._active:
+            _stat_seen(path, kwargs, follow, answer, sys._getframe(1))
+        return answer
+
+    observed.__wrapped__ = original  # type: ignore[attr-defined]
+    observed.__name__, observed.__qualname__, observed.__doc__ = original.__name__, original.__name__, original.__doc__
+    return observed
+
+
+_OBSERVED = {"stat": (_os_stat, _observed(_os_stat, True)), "lstat": (_os_lstat, _observed(_os_lstat, False))}
+
+
+def observe_stats(on: bool) -> None:
+    """Put the observing ``os.stat`` / ``os.lstat`` in the ``os`` module while some thread
+    records (``on``), the originals back when none does (:func:`flydeps._environ.recording`
+    calls it under its lock). A function someone else put there is left alone."""
+    namespace = vars(os)
+    for attribute, (original, observing) in _OBSERVED.items():
+        current, wanted = (original, observing) if on else (observing, original)
+        if namespace.get(attribute) is current:
+            namespace[attribute] = wanted
+    accessor = getattr(sys.modules.get("pathlib"), "_NormalAccessor", None)
+    if isinstance(accessor, type):  # CPython 3.10's pathlib bound os.stat in a class at import
+        for attribute, (original, observing) in _OBSERVED.items():
+            found = accessor.__dict__.get(attribute)
+            if on and found is original:
+                setattr(accessor, attribute, staticmethod(observing))
+            elif not on and isinstance(found, staticmethod) and found.__func__ is observing:
+                setattr(accessor, attribute, original)
+
+
+def _unrecorded(recorders: list, error: BaseException) -> None:
+    """A read that could not be recorded: a read that never holds, and one warning."""
+    for rec in recorders:
+        rec._note(_UNRECORDED, "unrecorded")
+    if not _warned:
+        _warned.append(error)
+        logging.getLogger("flydeps").warning(
+            "flydeps: a file read by a build could not be recorded (%s: %s); the entries of builds it "
+            "happened in are rebuilt on every call, never served stale. Please report it to flydeps.",
+            type(error).__name__,
+            error,
+        )
+
+
+def _stat_evaluator(name: str) -> Callable[[], str | None]:
+    """``evaluate()`` of a metadata read: one stat (or lstat) of the path, as the build gave it."""
+    view, _, path = name[len(STAT) :].partition(":")
+    ask: Callable[..., os.stat_result] = _os_stat
+    if view not in _VIEWS and view[:1] == "l":
+        ask, view = _os_lstat, view[1:]
+    if view not in _VIEWS:
+        raise ValueError(f"not a metadata read: {name!r} (views: {sorted(_VIEWS)}, 'l' before one for lstat)")
+
+    def evaluate() -> str | None:
+        try:
+            return _stat_value(view, ask(path))
+        except (OSError, ValueError) as error:
+            return _stat_value(view, error)
+
+    return evaluate

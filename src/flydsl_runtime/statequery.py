@@ -25,10 +25,26 @@ value is what the query answered (``repr``; a query that raised, its exception),
   process that imported this module; rebuild reasons and strict-AOT misses name it
   (``torch.get_default_dtype() (read by the trace): torch.float32 -> torch.float64``).
 
+The standard library's logging is a row too: ``Logger.isEnabledFor(level)`` and
+``Logger.getEffectiveLevel()``, methods whose answer depends on the logger's level, its
+parents' and ``logging.disable`` (all of it in the one answer, asked again).
+Their reads name the logger (``=logging.Logger.isEnabledFor:10:pkg.mod``, evaluated with the
+logger ``logging.getLogger`` gives by that name; a logger it does not give back, or a level
+that is not an int, is a read never answered again: rebuilt, never served). Calls made by
+logging's own emitting methods (``log.debug(...)``: whether a record is emitted) are not
+reads (:attr:`StateQuery.read_by`). A method query's wrapper sits on its class only while
+some thread records (:func:`flydeps._environ.while_recording`): outside recordings every
+log call runs logging's own method. This table lives here, not in flydeps, because
+installing it patches other libraries' objects process-wide, which the launcher opts into
+and a library imported by arbitrary code (flydeps) must not do on import; it imports
+nothing but the standard library and :mod:`flydeps._environ`.
+
 :func:`install` (from :func:`flydsl_runtime._hooks.ensure_hooks`) installs every query whose
 owner is imported (torch is, with FlyDSL), once; a module imported earlier that bound a call
 query under its own name (``from torch import get_default_dtype``) is rebound to the
-wrapper (:func:`rebind_early_imports`). Not seen: state consumed inside the library's C++
+wrapper (:func:`rebind_early_imports`). Not seen: a bound method taken before a recording
+(``enabled = log.isEnabledFor``), a subclass overriding a method query, a logger's ``level``
+attribute read directly; state consumed inside the library's C++
 (a tensor created during the trace takes the default dtype without asking this API), a
 query reached under another name, and a library's data attributes (``__version__``: the
 graph keys those by value). docs/guarantees.md lists them with the verify-mode workaround.
@@ -37,13 +53,14 @@ graph keys those by value). docs/guarantees.md lists them with the verify-mode w
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, Literal
 
-from flydeps._environ import RECORDING, derive_family, note_derived, paused, recording_in_thread
+from flydeps._environ import RECORDING, derive_family, note_derived, paused, recording_in_thread, while_recording
 
 __all__ = ["QUERIES", "StateQuery", "add", "evaluate", "failure", "install", "query_of", "rebind_early_imports"]
 
@@ -67,7 +84,9 @@ class StateQuery:
     arguments -> the member's suffix, None when the call names nothing machine-dependent)
     and ``arguments`` (a suffix -> the call's arguments, to evaluate a member by name);
     ``describe`` turns an answer into the read's value; ``what``, ``show`` and ``differ``
-    word it in messages (:func:`flydeps._environ.derive_family`)."""
+    word it in messages (:func:`flydeps._environ.derive_family`). ``read_by``: given the
+    frame that called the query, whether that call is a read at all (None: every call is;
+    a logger's ``debug()`` asking its own level decides only whether a record is emitted)."""
 
     owner: str
     attribute: str
@@ -80,6 +99,7 @@ class StateQuery:
     what: Callable[[str], str] | None = None
     show: Callable[[str | None], str] | None = _shown
     differ: Callable[[str | None, str | None], str | None] | None = None
+    read_by: Callable[[FrameType | None], bool] | None = None
 
     @property
     def path(self) -> str:
@@ -122,6 +142,87 @@ QUERIES: list[StateQuery] = [
     _flag("torch.backends.cudnn", "deterministic", "a deterministic algorithm instead of atomics"),
     _flag("torch.backends.cudnn", "benchmark", "whether a kernel autotunes at trace time"),
     _flag("torch.backends.cudnn", "enabled", "whether a kernel defers to cuDNN"),
+]
+
+
+# --- a logger's level: the standard library's, asked of a logger found by its name -------
+
+# Logger methods that ask the logger's level only to decide whether a record is emitted.
+_EMITTERS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+
+
+def _asked_by_caller(frame: FrameType | None) -> bool:
+    """False for a level asked by logging's own emitting methods (``log.debug(...)``, a
+    ``LoggerAdapter``'s): only the caller that branches on the answer reads it."""
+    while frame is not None and frame.f_globals.get("__name__") in ("logging", __name__):  # ours: a wrapper
+        if frame.f_code.co_name in _EMITTERS:
+            return False
+        frame = frame.f_back
+    return True
+
+
+def _logger_named(name: str) -> logging.Logger:
+    """The logger ``logging.getLogger(name)`` gives (without its lock when it exists)."""
+    found = logging.Logger.manager.loggerDict.get(name)
+    return found if isinstance(found, logging.Logger) else logging.getLogger(name)
+
+
+def _by_name(logger: object) -> str:
+    """A logger's name when ``logging.getLogger`` gives it back by that name, else a marker
+    (``!``) whose read is never answered again (a logger made by hand: never served)."""
+    name = getattr(logger, "name", None)
+    if type(name) is str and (logging.Logger.manager.loggerDict.get(name) is logger or logger is logging.root):
+        return ":" + name
+    return f"!{name!r}"
+
+
+def _enabled_member(logger: object, level: object) -> str:
+    return (f"{level}" if type(level) is int else f"!{level!r}") + _by_name(logger)
+
+
+def _enabled_arguments(suffix: str) -> tuple:
+    level, sep, name = suffix.partition(":")
+    if not sep or not level.lstrip("-").isdigit():
+        raise LookupError(f"not a logger that logging.getLogger names, or not an int level: {suffix!r}")
+    return (_logger_named(name), int(level))
+
+
+def _level_arguments(suffix: str) -> tuple:
+    if suffix[:1] != ":":
+        raise LookupError(f"not a logger that logging.getLogger names: {suffix[1:]!r}")
+    return (_logger_named(suffix[1:]),)
+
+
+def _enabled_what(name: str) -> str:
+    level, sep, logger = name.partition(".isEnabledFor:")[2].partition(":")
+    return f"logging.getLogger({logger!r}).isEnabledFor({level})" if sep else f"a logger's isEnabledFor ({name})"
+
+
+def _level_what(name: str) -> str:
+    suffix = name.partition(".getEffectiveLevel:")[2]
+    return (
+        f"logging.getLogger({suffix[1:]!r}).getEffectiveLevel()" if suffix[:1] == ":" else f"a logger's level ({name})"
+    )
+
+
+def _logger_query(attribute: str, member: Callable[..., str], arguments: Callable[[str], tuple]) -> StateQuery:
+    why = "whether a helper takes its debug branch (parent levels and logging.disable included)"
+    what = _enabled_what if attribute == "isEnabledFor" else _level_what
+    return StateQuery(
+        "logging.Logger",
+        attribute,
+        "call",
+        why,
+        member=member,
+        arguments=arguments,
+        what=what,
+        read_by=_asked_by_caller,
+    )
+
+
+QUERIES += [
+    _logger_query("isEnabledFor", _enabled_member, _enabled_arguments),
+    _logger_query("getEffectiveLevel", _by_name, _level_arguments),
 ]
 # path -> the library's own function or getter (the original, never a wrapper of ours)
 _originals: dict[str, Callable[..., Any]] = {}
@@ -215,6 +316,8 @@ def _call_wrapper(query: StateQuery, original: Callable[..., Any]) -> Callable[.
     def asked(*args: Any, **kwargs: Any) -> Any:
         if not RECORDING or not recording_in_thread():
             return original(*args, **kwargs)
+        if query.read_by is not None and not query.read_by(sys._getframe(1)):
+            return original(*args, **kwargs)
         return _noted(query, query.name_of(args, kwargs), functools.partial(original, *args, **kwargs))
 
     asked.__flydeps_original__ = original  # type: ignore[attr-defined]
@@ -278,8 +381,20 @@ def _install_call(query: StateQuery, owner: object) -> None:
         return
     _originals[query.path] = current
     wrapper = _call_wrapper(query, current)
+    if isinstance(owner, type):  # a method (logging.Logger.isEnabledFor): no module binds it by name
+        while_recording(functools.partial(_switch_method, owner, query.attribute, current, wrapper))
+        return
     namespace[query.attribute] = wrapper
     rebind_early_imports(current, wrapper, query.attribute)
+
+
+def _switch_method(owner: type, attribute: str, original: object, wrapper: object, on: bool) -> None:
+    """A method query's wrapper on its class only while some thread records (every log call
+    asks its logger's level: outside a recording they call logging's own method); a method
+    someone else put there is left alone."""
+    current, wanted = (original, wrapper) if on else (wrapper, original)
+    if owner.__dict__.get(attribute) is current:
+        setattr(owner, attribute, wanted)
 
 
 def _register(query: StateQuery) -> None:
