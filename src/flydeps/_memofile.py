@@ -39,7 +39,7 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from blake3 import blake3
@@ -137,16 +137,24 @@ def open_dir(path: str | os.PathLike[str], *, shared: bool = False) -> tuple[int
     from the descriptor: accepted as :func:`unsafe_reason` accepts a directory, else
     :class:`Untrusted`; ``FileNotFoundError`` (``NotADirectoryError``) when there is none."""
     fd = os.open(path, _DIR_FLAGS)
+    return fd, _checked(fd, path, lambda info: _dir_reason(info, path, shared))
+
+
+def _checked(
+    fd: int, path: str | os.PathLike[str], reason_of: Callable[[os.stat_result], str | None]
+) -> os.stat_result:
+    """The status of the open descriptor ``fd``, if ``reason_of`` finds nothing wrong with it;
+    else (or on any error) ``fd`` is closed and :class:`Untrusted` (or the error) raised."""
     try:
         info = os.fstat(fd)
-        reason = _dir_reason(info, path, shared)
+        reason = reason_of(info)
     except BaseException:
         os.close(fd)
         raise
     if reason is not None:
         os.close(fd)
         raise Untrusted(path, reason)
-    return fd, info
+    return info
 
 
 def trusted_owners(directory: os.stat_result) -> frozenset[int]:
@@ -187,16 +195,7 @@ def open_entry(
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink
             raise Untrusted(path, "it is a symbolic link") from None
         raise Untrusted(path, f"it cannot be opened ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        reason = entry_reason(info, owners)
-    except BaseException:
-        os.close(fd)
-        raise
-    if reason is not None:
-        os.close(fd)
-        raise Untrusted(path, reason)
-    return fd, info
+    return fd, _checked(fd, path, lambda info: entry_reason(info, owners))
 
 
 def check_entry(name: str, dir_fd: int, owners: Collection[int], *, where: str | os.PathLike[str]) -> None:

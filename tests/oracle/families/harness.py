@@ -53,7 +53,7 @@ sys.path.insert(0, str(ORACLE))
 
 import flydsl.expr as fx  # noqa: E402
 import torch  # noqa: E402
-from worker import _LOADED, _setup_env, truth_key  # noqa: E402  (the runtime oracle's harness)
+from worker import _LOADED, _Reasons, _setup_env, truth_key  # noqa: E402  (the runtime oracle's harness)
 
 import flydeps  # noqa: E402
 import flydsl_runtime.flyc as flyc  # noqa: E402
@@ -108,15 +108,6 @@ class Package:
 
 def make_args() -> tuple:
     return (torch.zeros(ROWS * WIDTH, dtype=torch.float32), torch.zeros(ROWS * WIDTH, dtype=torch.float32), ROWS)
-
-
-class _Reasons(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 @contextmanager
