@@ -17,7 +17,11 @@ the entry is dropped and rebuilt, and the reason is logged on the ``flydeps`` lo
 data value changed by someone else -> ``on_drift`` decides (``rebuild``, ``raise``
 GlobalDriftError, ``warn`` and keep). Concurrent callers of one key build it once; if that
 build raises, every caller waiting for it gets the same exception; no lock is held while
-the user's function runs.
+the user's function runs. One build per (key, dependency state): a caller about to build
+that finds an entry stored meanwhile (by the build it waited for, or by another thread
+while it judged an older entry) checks it, and revalidates it when its guard fails, before
+building: a patch that leaves the fingerprint's digest as it was (a helper rebound to an
+identical one) costs a revalidation, never a second build.
 
 Hit path. Where the optional C extension ``flydeps._fastcache`` was built (CPython >= 3.10)
 the decorated factory *is* a ``FastCache`` object: its ``__call__`` computes lru_cache's
@@ -311,19 +315,42 @@ class _FactoryCache:
         if self.maxsize == 0:
             self.entries.add_miss()
             return self.func(*args, **kwds)
-        key = self.make_key(args, kwds)
-        entry = stale
-        if entry is None:  # a miss: look again (another thread may have built it meanwhile)
+        return self._build(self.make_key(args, kwds), args, kwds, stale)
+
+    def _build(self, key: object, args: tuple, kwds: dict, entry: _Entry | None) -> Any:
+        """The value of the entry that answers ``key`` now, else a build of it (one per key
+        at a time; other callers wait for it and then look again).
+
+        Every entry found is checked, and when its guard fails, revalidated (:mod:`.drift`)
+        before anything is built, including one another thread stored while this one judged
+        an older entry or waited: its guard may fail on a change that leaves the dependency
+        state as it was (a helper rebound to an identical one), and building then would build
+        the same state twice (issue 36.8)."""
+        me = threading.get_ident()
+        checked = entry is not None  # ``stale``: its check() failed on the hit path just now
+        if entry is None:
             entry = self.entries.get(key)
-            if entry is not None and entry[0]():
+        while True:
+            if entry is not None and ((not checked and entry[0]()) or self._revalidate(key, entry)):
                 self.entries.add_hit()
                 self.entries.touch(key)
                 return entry.value
-        if entry is not None and self._revalidate(key, entry):
-            self.entries.add_hit()
-            self.entries.touch(key)
-            return entry.value
-        return self._build(key, args, kwds)
+            checked = False
+            with self.lock:
+                current = self.entries.get(key)
+                if current is not None and current is not entry:  # stored or re-baselined meanwhile
+                    entry = current
+                    continue
+                waiting = self.pending.get(key)
+                if waiting is None or waiting.owner == me:  # nobody building, or a recursive call
+                    self.entries.add_miss()
+                    mine = self.pending[key] = _Pending(me)
+                    break
+            waiting.done.wait()
+            if waiting.error is not None:  # the build this caller waited for failed: so does it
+                raise waiting.error
+            entry = self.entries.get(key)
+        return self._build_claimed(key, args, kwds, mine)
 
     def _revalidate(self, key: object, entry: _Entry) -> bool:
         """The guard failed: keep the entry if nothing that matters changed (:mod:`.drift`)."""
@@ -348,25 +375,11 @@ class _FactoryCache:
             self.entries.discard(key, entry)
         return False
 
-    def _build(self, key: object, args: tuple, kwds: dict) -> Any:
-        me = threading.get_ident()
-        while True:
-            with self.lock:
-                entry = self.entries.get(key)
-                if entry is not None and entry[0]():
-                    self.entries.add_hit()
-                    self.entries.touch(key)
-                    return entry.value
-                waiting = self.pending.get(key)
-                if waiting is None or waiting.owner == me:  # nobody building, or a recursive call
-                    mine = self.pending[key] = _Pending(me)
-                    self.entries.add_miss()
-                    break
-            waiting.done.wait()
-            if waiting.error is not None:  # the build this caller waited for failed: so does it
-                raise waiting.error
+    def _build_claimed(self, key: object, args: tuple, kwds: dict, mine: _Pending) -> Any:
+        """Run the build ``mine`` claims (no lock held while the user's function runs), then
+        wake the callers waiting for it; they get its exception if it raised."""
         try:
-            value = self._run(key, args, kwds)
+            return self._run(key, args, kwds)
         except Exception as exc:  # not KeyboardInterrupt & co: those concern this thread only
             mine.error = exc
             raise
@@ -375,7 +388,6 @@ class _FactoryCache:
                 if self.pending.get(key) is mine:
                     del self.pending[key]
             mine.done.set()
-        return value
 
     def _run(self, key: object, args: tuple, kwds: dict) -> Any:
         """One build under the protocol of :mod:`flydeps.build`: the entry is kept only when
