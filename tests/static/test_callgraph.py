@@ -353,6 +353,45 @@ CASES: dict[str, tuple[dict[str, str], dict[str, list[str]]]] = {
             "main.Fast.reduce": ["main.fast", "notinstalled.fast"],
         },
     ),
+    "callables given to map/filter/reduce/sorted(key=) are called by the builtin's caller (issue 37)": (
+        {
+            "main.py": """
+                import functools
+
+                def f(x): pass
+                def g(x): pass
+                def k(x): pass
+                def r(a, b): pass
+                class C:
+                    def __init__(self, x): pass
+
+                def run(xs):
+                    list(map(f, xs))
+                    list(filter(g, xs))
+                    sorted(xs, key=k)
+                    list(map(C, xs))
+                    list(map(str, xs))
+                    list(filter(None, xs))
+
+                functools.reduce(r, [1, 2])
+                max([1], key=k)
+                min([1], key=len)
+            """
+        },
+        {
+            "main": ["<builtin>.max", "<builtin>.min", "functools.reduce", "main.k", "main.r"],
+            "main.run": [
+                "<builtin>.filter",
+                "<builtin>.list",
+                "<builtin>.map",
+                "<builtin>.sorted",
+                "main.C.__init__",
+                "main.f",
+                "main.g",
+                "main.k",
+            ],
+        },
+    ),
 }
 
 

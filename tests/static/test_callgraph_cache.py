@@ -190,21 +190,21 @@ def test_a_damaged_call_graph_result_is_a_miss(project: Path, how: str) -> None:
     [entry] = _result_entries()
     data = entry.read_bytes()
     header, _, body = data.partition(b"\n")
-    analysis, (codes, calls, attributes) = json.loads(body)
+    analysis, (codes, calls, attributes, saturated) = json.loads(body)
     assert calls and attributes  # [module, scope, [callee, ...]]: something to damage
     if how == "truncated":
         damaged = data[: len(data) // 2]
     elif how == "field-missing":
-        damaged = header + b"\n" + json.dumps([analysis, [codes, calls]]).encode()
+        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes]]).encode()
     elif how == "unknown-callee":
         calls[0][2] = [["nonsense", "pkg.main", "go"]]
-        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes]]).encode()
+        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes, saturated]]).encode()
     elif how == "short-callee":
         attributes[0][3] = [["code", "pkg.helpers"]]
-        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes]]).encode()
+        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes, saturated]]).encode()
     else:
         codes[0] = [7, "", "module"]
-        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes]]).encode()
+        damaged = header + b"\n" + json.dumps([analysis, [codes, calls, attributes, saturated]]).encode()
     entry.write_bytes(damaged)
     assert _pycg(project.parent / "again.json") == clean
     assert entry.read_bytes() == data  # the miss rewrote it

@@ -266,6 +266,12 @@ def _build(
         )
         for name, (path, line) in index.missing.items()
     ]
+    if call_graph is not None:  # the solver's per-slot bound dropped values: say which slot
+        from .callresult import bound_diagnostics
+        from .callstate import MAX_VALUES
+
+        found = project.find
+        missing += bound_diagnostics(call_graph, lambda m: getattr(found(m), "path", None), MAX_VALUES)
     all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems) | set(missing)))
     return Analysis(graph, all_diagnostics, project, digests, call_graph)
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 
 from .callfacts import MODULE
-from .callresult import Callee, CallGraph
+from .callresult import Callee, CallGraph, slot_name
 from .callsemantics import CallSemantics, missing_import
 from .callstate import FactsSource, Value
 from .summary import ImportBinding
@@ -74,7 +74,8 @@ class _Solver(CallSemantics):
                             key = (module, qual, name)
                             attributes[key] = attributes.get(key, frozenset()) | callees
         calls = {k: frozenset(v) for k, v in self.calls.items()}
-        return CallGraph(tuple(codes), MappingProxyType(calls), MappingProxyType(attributes))
+        saturated = tuple(sorted({slot_name(slot) for slot in self.saturated}))
+        return CallGraph(tuple(codes), MappingProxyType(calls), MappingProxyType(attributes), saturated)
 
     def callees_of(self, value: Value) -> Iterable[Callee]:
         if value[0] in ("fn", "meth"):

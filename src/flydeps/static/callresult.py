@@ -3,15 +3,29 @@
 Contract: :class:`CallGraph` is the read-only answer of
 :func:`flydeps.static.callflow.build_call_graph` (stored by :mod:`flydeps.static.callstore`,
 printed by :mod:`flydeps.static.report`); :func:`pycg_code` and :func:`pycg_callee` name
-codes and callees as PyCG does, for ``--format pycg`` and the tree/json call lists.
+codes and callees as PyCG does, for ``--format pycg`` and the tree/json call lists;
+:func:`bound_diagnostics` turns the slots where the solver's per-slot bound dropped values
+(``CallGraph.saturated``) into one note per slot, naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["CallGraph", "Callee", "pycg_callee", "pycg_code"]
+from .project import Diagnostic
+
+__all__ = ["CallGraph", "Callee", "bound_diagnostics", "pycg_callee", "pycg_code", "slot_name"]
+
+# What each kind of solver slot holds, for the diagnostic that names a saturated slot.
+_SLOT_KINDS = {
+    "v": "variable",
+    "e": "container element",
+    "iattr": "instance attribute",
+    "r": "return value of",
+    "y": "values yielded by",
+    "keys": "keys of container",
+}
 
 #: A callee: ``("code", module, scope)`` (a function, method or lambda of the project) or
 #: ``("external", dotted)`` (library code, ``builtins.len``); what an instance attribute
@@ -33,6 +47,9 @@ class CallGraph:
     codes: tuple[tuple[str, str, str], ...]
     calls: Mapping[tuple[str, str], frozenset[Callee]]
     attributes: Mapping[tuple[str, str, str], frozenset[Callee]]
+    #: ``(module, slot name)`` of each slot that hit the solver's bound of values and
+    #: dropped some (calls read through it may be missing); see :func:`slot_name`.
+    saturated: tuple[tuple[str, str], ...] = ()
 
     def pycg(self) -> dict[str, list[str]]:
         """PyCG's interchange format: ``{"caller": ["callee", ...]}``, sorted."""
@@ -58,3 +75,24 @@ def pycg_callee(callee: Callee) -> str:
         return "instance of " + pycg_code(callee[1], callee[2])
     dotted = callee[1]
     return "<builtin>." + dotted[len("builtins.") :] if dotted.startswith("builtins.") else dotted
+
+
+def slot_name(slot: tuple[str, ...]) -> tuple[str, str]:
+    """``(module, readable name)`` of a solver slot: ``("v", "m", "f", "x")`` is
+    ``("m", "variable m.f.x")``; an unknown kind is named by its parts."""
+    kind, module, *rest = slot
+    dotted = ".".join(part for part in (module, *rest) if part)
+    return module, f"{_SLOT_KINDS.get(kind, kind)} {dotted}"
+
+
+def bound_diagnostics(graph: CallGraph, path_of: Callable[[str], str | None], bound: int) -> Iterable[Diagnostic]:
+    """One note per saturated slot of ``graph``, at the file of its module (``path_of``;
+    the module name when it has none): the calls read through it may be incomplete."""
+    for module, name in graph.saturated:
+        yield Diagnostic(
+            path_of(module) or module,
+            0,
+            f"call graph: {name} reached the bound of {bound} values per slot; calls through it "
+            "may be missing (a class hierarchy or container this wide is not followed in full)",
+            note=True,
+        )

@@ -24,6 +24,16 @@ __all__ = ["CallSemantics", "missing_import"]
 
 # Builtins that call a protocol method of their first argument.
 _PROTOCOL = {"builtins.iter": "__iter__", "builtins.next": "__next__", "builtins.len": "__len__"}
+# Library functions that call a callable they are given, by position or keyword: the
+# caller's scope calls it (``map(f, xs)``, ``sorted(xs, key=f)``), as a profiler sees it.
+_CALLS_ARGUMENT: dict[str, int | str] = {
+    "builtins.map": 0,
+    "builtins.filter": 0,
+    "functools.reduce": 0,
+    "builtins.sorted": "key",
+    "builtins.min": "key",
+    "builtins.max": "key",
+}
 _CONTAINER_METHODS = frozenset(
     {"append", "add", "insert", "extend", "update", "setdefault", "get", "pop", "copy", "values"}
 )
@@ -57,8 +67,26 @@ class CallSemantics(FlowState):
                 for base in self.eval(module, args[0]):
                     for bound in self.method_of(base, protocol, caller):
                         self.invoke(caller, bound, module, [], ())
+            self.call_argument(caller, value[1], module, kinds, args)
         elif kind == "cmeth":
             self.container_call(value, module, kinds, args)
+
+    def call_argument(
+        self, caller: tuple[str, str], dotted: str, module: str, kinds: list[str], args: tuple[int, ...]
+    ) -> None:
+        """``map(f, xs)``, ``sorted(xs, key=f)``: the library calls ``f`` for ``caller``."""
+        where = _CALLS_ARGUMENT.get(dotted)
+        if where is None:
+            return
+        if isinstance(where, int):
+            positional = [a for k, a in zip(kinds, args, strict=False) if k == "p"]
+            arg = positional[where] if len(positional) > where else -1
+        else:
+            arg = next((a for k, a in zip(kinds, args, strict=False) if k == f"k:{where}"), -1)
+        if arg >= 0:
+            for callee in self.eval(module, arg):
+                if callee[0] != "ext":  # a library callable's own calls are not named
+                    self.invoke(caller, callee, module, [], ())
 
     def bind(self, value: Value, module: str, kinds: list[str], args: tuple[int, ...]) -> None:
         """Arguments -> parameters of the function or bound method ``value``."""

@@ -7,7 +7,9 @@ holds, and the work list: a fact is applied again only when a slot that it read 
 (:meth:`FlowState.eval`). It dispatches to ``_f_<kind>`` (facts) and ``_e_<op>``
 (expressions) methods that :mod:`flydeps.static.callflow` defines. It is bounded
 (:data:`MAX_VALUES` per slot, :data:`MAX_ROUNDS` applications per fact on average), so
-library-sized class hierarchies end in seconds, possibly missing calls.
+library-sized class hierarchies end in seconds, possibly missing calls: each slot whose
+bound dropped values is recorded in :attr:`FlowState.saturated` (reported as a diagnostic
+naming the slot, see :func:`flydeps.static.callresult.bound_diagnostics`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class FlowState:
         # (``self`` slot of a method, an instance of its class): given to the methods that
         # no call reaches with an instance, once the flow has settled (see ``solve``).
         self.seeds: list[tuple[tuple, Value]] = []
+        # Slots that reached MAX_VALUES and refused a value: calls through them may be missed.
+        self.saturated: set[tuple] = set()
 
     # -- modules and slots ---------------------------------------------------------------
     def need(self, name: str) -> None:
@@ -110,6 +114,9 @@ class FlowState:
         held = self.slots[slot]
         before = len(held)
         if before >= MAX_VALUES:  # saturated: library-sized hierarchies would grow without end
+            if slot not in self.saturated and not held.issuperset(values):
+                self.saturated.add(slot)
+                log.info("call graph: slot %r reached its bound of %d values", slot, MAX_VALUES)
             return
         held.update(values)
         if len(held) != before:

@@ -27,6 +27,7 @@ _SHAPE = Fixed(
     Seq(Fixed(Str, Str, Str)),  # codes: module, scope, kind
     Seq(Fixed(Str, Str, _CALLEES)),  # calls: module, scope, callees
     Seq(Fixed(Str, Str, Str, _CALLEES)),  # attributes: module, class, name, callees
+    Seq(Fixed(Str, Str)),  # saturated slots: module, slot name
 )
 
 
@@ -36,6 +37,7 @@ def encode_call_graph(graph: CallGraph) -> list[object]:
         [list(code) for code in graph.codes],
         [[m, s, _callees(c)] for (m, s), c in sorted(graph.calls.items())],
         [[m, c, n, _callees(v)] for (m, c, n), v in sorted(graph.attributes.items())],
+        [list(slot) for slot in graph.saturated],
     ]
 
 
@@ -45,11 +47,12 @@ def _callees(callees: Iterable[Callee]) -> list[list[str]]:
 
 def decode_call_graph(raw: object) -> CallGraph:
     """The call graph stored as ``raw``; raises ``Invalid`` when it is not one."""
-    codes, calls, attributes = _SHAPE.decode(raw)
+    codes, calls, attributes, saturated = _SHAPE.decode(raw)
     return CallGraph(
         codes,
         _mapping(((m, s), c) for m, s, c in calls),
         _mapping(((m, c, n), v) for m, c, n, v in attributes),
+        saturated,
     )
 
 
