@@ -60,6 +60,7 @@ __version__ = "0.1.0"
 # files a trace reads): bumped with every change to them, so a persistent row made under
 # other rules never serves, even at the same __version__ (a row made before a fix would
 # otherwise keep serving what the fix now covers). 1: every row before it (no number).
-KEY_FORMAT = 2
+# 3: state reached through instances, library callables, imports and library data (issue 35).
+KEY_FORMAT = 3
 
 logging.getLogger("flydeps").addHandler(logging.NullHandler())

@@ -32,6 +32,13 @@ class BindingKind(str, enum.Enum):
     DICT = "dict"  # container is a dict (module or class namespace), key a name in it
     ATTR = "attr"  # container is a function, key one of __code__/__defaults__/__kwdefaults__
     CELL = "cell"  # container is a closure cell
+    # container is a dict that is no user namespace (``sys.modules``, a library module's
+    # namespace), key an entry the graph reads: checked as DICT is, but not a namespace a
+    # build is judged to have written (an import during a trace writes sys.modules)
+    ENTRY = "entry"
+    # container is an instance a build read, key "__class__", expected its type: re-read
+    # (``type(container)``, never a ``__class__`` property) when the audit generation moved
+    TYPE = "type"
 
 
 class Binding(NamedTuple):
@@ -66,8 +73,10 @@ class Binding(NamedTuple):
 
     def current(self) -> object:
         """What the binding holds now (``MISSING`` when gone). Never runs user code."""
-        if self.kind is BindingKind.DICT:
+        if self.kind is BindingKind.DICT or self.kind is BindingKind.ENTRY:
             return dict.get(self.container, self.key, MISSING)  # type: ignore[call-overload]
+        if self.kind is BindingKind.TYPE:
+            return type(self.container)
         if self.kind is BindingKind.CELL:
             try:
                 return self.container.cell_contents  # type: ignore[attr-defined]

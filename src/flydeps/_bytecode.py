@@ -1,4 +1,6 @@
-"""Bytecode reading: the normalized digest of a code object and the names it references.
+"""Bytecode reading: the normalized digest of a code object, the names it references and
+the modules its own imports read (:func:`import_reads`: import statements and
+``importlib.import_module`` with a constant name, with the locals they bind).
 
 Contract: reads code objects only (never functions, modules or values), so the same
 functions serve the runtime discovery (live ``fn.__code__``) and the static front-end
@@ -41,6 +43,7 @@ from blake3 import blake3
 from ._opcodes import TABLE
 
 __all__ = [
+    "ImportRead",
     "NameRef",
     "canonical_const",
     "code_digest",
@@ -269,6 +272,93 @@ def refs_from(code: CodeType, instructions: Iterable[tuple[int, str, object]]) -
     if base is not None:
         refs.setdefault((base[0], base[1], tuple(attrs), 0), None)
     return tuple(map(NameRef._make, refs))
+
+
+class ImportRead(NamedTuple):
+    """A module an import the code runs reads, and where the result goes.
+
+    ``import a.b`` binds local ``a`` to module ``a``; ``import a.b as c`` binds ``c`` to
+    ``a`` then ``attrs`` ``("b",)`` (the package's attribute, as ``IMPORT_FROM`` reads it);
+    ``from p import q as r`` binds ``r`` to ``p`` then ``attrs`` ``("q",)``;
+    ``importlib.import_module("m")`` with a constant name (``via``: the callee as read,
+    ``("importlib", "import_module")``) is stored in ``local`` or read on through ``attrs``
+    directly (``local`` empty). ``level`` is a relative import's."""
+
+    local: str
+    module: str
+    attrs: tuple[str, ...]
+    level: int
+    via: tuple[str, ...] = ()
+
+
+_IMPORT_FILLER = frozenset({"NOP", "CACHE", "EXTENDED_ARG", "PRECALL", "PUSH_NULL", "RESUME"})
+_STORES = frozenset({"STORE_FAST", "STORE_DEREF", "STORE_NAME"})
+_STACK_SHUFFLES = frozenset({"ROT_TWO", "SWAP", "POP_TOP"})
+_CALLS_ONE = frozenset({"CALL", "CALL_FUNCTION", "CALL_METHOD"})
+
+
+def import_reads(code: CodeType) -> tuple[ImportRead, ...]:
+    """The modules ``code``'s own imports read (statements and ``import_module`` calls with
+    a constant name) and the locals they bind: chains on those locals (``mod.VAL`` after
+    ``import mod`` in the body) are reads of the module. Cold path, through ``dis``; only
+    code that imports (or names ``import_module``) is read."""
+    import dis
+
+    ins = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]
+    out: list[ImportRead] = []
+    for n, (op, arg) in enumerate(ins):
+        if op == "IMPORT_NAME":
+            out += _statement_reads(ins, n)
+        elif op in _CALLS_ONE and arg == 1 and n >= 2 and ins[n - 1][0] == "LOAD_CONST" and type(ins[n - 1][1]) is str:
+            via = _callee(ins, n - 2)
+            if via and via[-1] == "import_module":
+                local, attrs = _result_use(ins, n + 1)
+                out.append(ImportRead(local, ins[n - 1][1], attrs, 0, via))
+    return tuple(dict.fromkeys(out))
+
+
+def _statement_reads(ins: list[tuple[str, Any]], n: int) -> list[ImportRead]:
+    module = str(ins[n][1])
+    level = ins[n - 2][1] if n >= 2 and ins[n - 2][0] == "LOAD_CONST" and type(ins[n - 2][1]) is int else 0
+    fromlist = ins[n - 1][1] if n >= 1 and ins[n - 1][0] == "LOAD_CONST" else None
+    out: list[ImportRead] = []
+    froms: list[str] = []  # the IMPORT_FROM names before the store
+    for op, arg in ins[n + 1 :]:
+        if op == "IMPORT_FROM":
+            froms = [*froms, str(arg)] if fromlist is None else [str(arg)]
+        elif op in _STORES:
+            if fromlist is not None and froms:  # from p import q as r: p, then its attribute q
+                out.append(ImportRead(str(arg), module, tuple(froms), level))
+            else:  # import a.b binds a; import a.b as c binds c to a's attribute b (IMPORT_FROM)
+                out.append(ImportRead(str(arg), module.partition(".")[0], tuple(froms), level))
+            if fromlist is None:
+                break
+            froms = []
+        elif op not in _STACK_SHUFFLES or (op == "POP_TOP" and not froms):
+            break
+    return out
+
+
+def _callee(ins: list[tuple[str, Any]], end: int) -> tuple[str, ...]:
+    """The dotted name loaded by the instructions ending at ``end`` (a global and attributes)."""
+    attrs: list[str] = []
+    while end >= 0 and ins[end][0] in _ATTR_OPS:
+        attrs.append(str(ins[end][1]))
+        end -= 1
+    if end < 0 or ins[end][0] not in _GLOBAL_OPS:
+        return ()
+    return (str(ins[end][1]), *reversed(attrs))
+
+
+def _result_use(ins: list[tuple[str, Any]], start: int) -> tuple[str, tuple[str, ...]]:
+    """A call result stored in a local (``(name, ())``) or read on by attributes (``("", attrs)``)."""
+    if start < len(ins) and ins[start][0] in _STORES:
+        return str(ins[start][1]), ()
+    attrs: list[str] = []
+    while start < len(ins) and ins[start][0] in _ATTR_OPS:
+        attrs.append(str(ins[start][1]))
+        start += 1
+    return "", tuple(attrs)
 
 
 def nested_codes(code: CodeType) -> Iterator[CodeType]:

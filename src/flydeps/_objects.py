@@ -25,6 +25,7 @@ Never runs user code, which rules out the obvious spellings:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from types import BuiltinFunctionType, CodeType, FunctionType, GetSetDescriptorType, MemberDescriptorType, ModuleType
 from typing import Any
@@ -219,7 +220,22 @@ def _builtin_qualname(fn: BuiltinFunctionType) -> str:
 
 
 def is_member_code(value: object) -> bool:
-    return is_a(value, (FunctionType, staticmethod, classmethod, property))
+    """A class member that is code: a function, static/class method, property or
+    ``functools.cached_property`` (a library descriptor around a user function)."""
+    return is_a(value, _MEMBER_CODE)
+
+
+_MEMBER_CODE = (FunctionType, staticmethod, classmethod, property, functools.cached_property)
+
+
+def c_descriptor_name(value: object) -> str | None:
+    """``module.Class.name`` of a C slot or getset descriptor (``object.__class__``, a
+    ``__slots__`` member), read through the descriptor type's own members; None otherwise."""
+    t = type(value)
+    if t is not GetSetDescriptorType and t is not MemberDescriptorType:
+        return None
+    owner = t.__dict__["__objclass__"].__get__(value)
+    return f"{type_module(owner)}.{type_qualname(owner)}.{t.__dict__['__name__'].__get__(value)}"
 
 
 def is_c_callable(obj: object) -> bool:

@@ -18,6 +18,18 @@ encoding), ``defaultdict`` with its ``default_factory``, ``deque`` with ``maxlen
 and instance ``__dict__``, enum members by name and value, user instances by type and state,
 library objects by their own pickle protocol (``__reduce_ex__`` defined by the library).
 
+Values whose reading differs per thread or context are read as the reader sees them now:
+a ``contextvars.ContextVar`` by its current value (or unset), a ``threading.local`` by the
+attributes of the current thread; their watches re-read them through the variable on every
+check, so a guard checked in another thread or context compares that one's values.
+
+A user instance (a class defined outside the libraries) depends on its class: the snapshot
+reports the instances it read and their classes (:attr:`Snapshot.instances`,
+:attr:`Snapshot.types`: discovery walks the classes as nodes, class attributes, methods,
+properties and bases, and guards each instance's ``type()``, re-read when an audited
+``__class__`` assignment happened) and one watch over the slotted ones' ``__slots__``
+members, re-read on every check (no counter exists for a slot store).
+
 Size: a container with more than ``SNAPSHOT_LIMIT`` elements in all (env
 ``FLYDEPS_SNAPSHOT_LIMIT``, default 256, read at import; not a positive integer: a
 ``SettingError``) is *oversized*: digested by type, size and
@@ -30,18 +42,30 @@ literal from a file), and the objects it names are held by the guard's bindings.
 
 from __future__ import annotations
 
+import _thread
 import array
 import collections
+import contextvars
 import enum
+import gc
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import BuiltinFunctionType, CodeType, FunctionType, MemberDescriptorType, MethodType, ModuleType
+from types import (
+    BuiltinFunctionType,
+    CodeType,
+    FunctionType,
+    MappingProxyType,
+    MemberDescriptorType,
+    MethodType,
+    ModuleType,
+)
 from typing import Any
 
 from blake3 import blake3
 
 from . import settings
-from ._bindings import MISSING, class_dict
+from ._bindings import MISSING, class_dict, dict_items, is_a
 from ._bytecode import canonical_const, code_digest
 from ._containers import (
     MutableWatch,
@@ -51,6 +75,7 @@ from ._containers import (
     read_defaultdict,
     read_deque,
     read_dict,
+    read_instance_dict,
     read_list,
     read_memoryview,
     read_odict,
@@ -65,9 +90,11 @@ from ._objects import (
     instance_dict,
     is_external_type,
     library_reduce,
+    module_dict,
     module_name,
     object_qualname,
     qualified,
+    type_module,
     type_mro,
     type_name,
 )
@@ -96,6 +123,8 @@ class Snapshot:
     oversized: bool
     mutables: tuple[MutableWatch, ...]
     identified: bool = False  # an object's identity is in the digest: it holds in this process only
+    types: tuple[type, ...] = ()  # the user classes of the instances read (walked by discovery)
+    instances: tuple[object, ...] = ()  # the user instances read (their type() is guarded)
 
 
 class _Walker:
@@ -110,6 +139,15 @@ class _Walker:
         self.mutables: list[MutableWatch] = []
         self.stack: set[int] = set()
         self.reduced = 0  # > 0 inside the (temporary) parts of a library object's reduction
+        self.instances: list[object] = []  # user instances read: type() guarded, slots watched
+        self.types: dict[int, type] = {}  # id -> the class of each one (kept alive by them)
+
+    def note_instance(self, value: object, t: type) -> None:
+        """A user instance was read: its class is a dependency, its type and slots guarded."""
+        if self.reduced or is_external_type(t):
+            return
+        self.instances.append(value)
+        self.types.setdefault(id(t), t)
 
     def encode(self, value: Any, depth: int = 0) -> bytes:
         t = type(value)
@@ -141,6 +179,7 @@ class _Walker:
             body = kind(self, value, depth)
             if id(t) in _BASE_TYPE_IDS:
                 return body
+            self.note_instance(value, t)
             return b"obj:" + type_name(t).encode() + body + self._state(value, depth, subclass=True)
         if kind is not None:
             return kind(self, value, depth)  # type: ignore[no-any-return]
@@ -205,7 +244,7 @@ class _Walker:
         state = instance_dict(value)
         out = b""
         if state is not None and (dict.__len__(state) or not subclass):
-            out = self.mapping(state, depth + 1, ordered=False)
+            out = self.mapping(state, depth + 1, ordered=False, read=read_instance_dict)
         slots = _slot_values(value)
         if slots:
             out += b"slots" + self.encode(tuple(slots), depth + 1)
@@ -224,10 +263,26 @@ class _Walker:
                 return head + b"=" + self.encode(_reduced_parts(reduced), depth + 1)  # type: ignore[arg-type]
             finally:
                 self.reduced -= 1
+        self.note_instance(value, t)
         if instance_dict(value) is not None or _slot_values(value):
             return head + self._state(value, depth)
-        # Nothing readable: only the object's identity tells two of them apart.
+        # Nothing readable: a library's named singleton (``dataclasses.MISSING``) by its name,
+        # anything else by the object's identity, the only thing that tells two apart.
+        named = _module_global_name(value, t) if is_external_type(t) else None
+        if named is not None:
+            return head + b"=" + named.encode()
         return head + b"<opaque" + self._identity_token(value) + b">"
+
+
+def _module_global_name(value: object, t: type) -> str | None:
+    """The name ``value`` is bound to in its type's module (a library's sentinel), if any."""
+    module = sys.modules.get(type_module(t))
+    if not is_a(module, ModuleType):
+        return None
+    for name, bound in dict_items(module_dict(module)):  # type: ignore[arg-type]
+        if bound is value and type(name) is str:
+            return name  # type: ignore[return-value]
+    return None
 
 
 def _encode_atom(value: Any, t: type) -> bytes:
@@ -251,21 +306,71 @@ def _streamed_str(text: str) -> bytes:
     return b"blake3:" + h.digest().hex().encode()
 
 
-def _slot_values(value: object) -> list[tuple[str, object]]:
-    """``(name, value)`` of every ``__slots__`` member along the MRO, by the slot descriptors."""
-    out: list[tuple[str, object]] = []
-    for klass in type_mro(type(value)):
+def _slot_descriptors(t: type) -> list[tuple[str, type, MemberDescriptorType]]:
+    """``(name, class, descriptor)`` of every ``__slots__`` member along ``t``'s MRO."""
+    out: list[tuple[str, type, MemberDescriptorType]] = []
+    for klass in type_mro(t):
         namespace = class_dict(klass)
         names = namespace.get("__slots__", ())
         names = (names,) if type(names) is str else names if type(names) is tuple or type(names) is list else ()
         for name in names:
             descr = namespace.get(name, MISSING) if type(name) is str else MISSING
             if type(descr) is MemberDescriptorType:
-                try:
-                    out.append((name, descr.__get__(value, klass)))  # type: ignore[attr-defined]
-                except Exception:
-                    out.append((name, "<unset>"))
+                out.append((name, klass, descr))
     return out
+
+
+def _slot_values(value: object) -> list[tuple[str, object]]:
+    """``(name, value)`` of every ``__slots__`` member along the MRO, by the slot descriptors."""
+    out: list[tuple[str, object]] = []
+    for name, klass, descr in _slot_descriptors(type(value)):
+        try:
+            out.append((name, descr.__get__(value, klass)))
+        except Exception:
+            out.append((name, "<unset>"))
+    return out
+
+
+_UNSET = object()  # a slot without a value, in a slot read
+
+
+def _slot_reader(instances: tuple[object, ...]) -> Callable[[Any], list]:
+    """The read of a :class:`MutableWatch` over ``instances``' ``__slots__`` members: each
+    one's ``type()`` followed by its slot values (by the descriptors of the class it had)."""
+    plan = tuple((obj, tuple(d for _n, _k, d in _slot_descriptors(type(obj)))) for obj in instances)
+
+    def read(_instances: Any) -> list:
+        out: list[object] = []
+        for obj, descriptors in plan:
+            t = type(obj)
+            out.append(t)
+            for descr in descriptors:
+                try:
+                    out.append(descr.__get__(obj, t))
+                except Exception:  # unset, or __class__ now names a class without this slot
+                    out.append(_UNSET)
+        return out
+
+    return read
+
+
+def read_contextvar(var: Any) -> tuple:
+    """A context variable's value in the current context: ``(value,)``, ``()`` when unset
+    (its default is then what ``get()`` gives, and the default is a constant of the var)."""
+    try:
+        return (_CONTEXTVAR_GET(var),)
+    except LookupError:
+        return ()
+
+
+def read_local(local: Any) -> tuple:
+    """A ``threading.local``'s attributes in the calling thread (the items of that thread's dict)."""
+    return read_dict(_LOCAL_GETATTR(local, "__dict__"))
+
+
+_CONTEXTVAR_GET = contextvars.ContextVar.get
+_CONTEXTVAR_NAME = contextvars.ContextVar.__dict__["name"]
+_LOCAL_GETATTR = _thread._local.__getattribute__  # the C type's own: a subclass override never runs
 
 
 def _reduced_parts(reduced: tuple) -> tuple:
@@ -373,6 +478,36 @@ def _code(w: _Walker, v: Any, depth: int) -> bytes:
     return b"code:" + code_digest(v).encode()
 
 
+def _contextvar(w: _Walker, v: Any, depth: int) -> bytes:
+    name = _CONTEXTVAR_NAME.__get__(v)
+    return (
+        b"contextvar:" + str.encode(name, "utf-8", "surrogatepass") + w.sequence(v, read_contextvar, b"", True, depth)
+    )
+
+
+def _thread_local(w: _Walker, v: Any, depth: int) -> bytes:
+    head = b"threadlocal:" + type_name(type(v)).encode()
+    for klass in type_mro(type(v)):
+        if klass is _thread._local:
+            break
+        if "__init__" in class_dict(klass):  # a thread's first read runs this __init__: not read
+            return head + b"<init" + w._identity_token(v) + b">"
+    return head + w.mapping(v, depth, ordered=False, read=read_local)
+
+
+def _mappingproxy(w: _Walker, v: Any, depth: int) -> bytes:
+    """A read-only view (a class's ``__dict__``, ``Field.metadata``) by the dict it shows."""
+    for ref in gc.get_referents(v):
+        if type(ref) is dict:
+            return b"mappingproxy" + w.mapping(ref, depth, ordered=True)
+    return b"mappingproxy<" + w._identity_token(v) + b">"
+
+
+def _lock(w: _Walker, v: Any, depth: int) -> bytes:
+    """A lock by its type: its state is the moment's, not an input of a build."""
+    return b"lock:" + type_name(type(v)).encode()
+
+
 def _builtin(w: _Walker, v: Any, depth: int) -> bytes:
     return b"callable:" + qualified(v).encode()
 
@@ -424,6 +559,11 @@ _KINDS = TypeTable(
         (bytearray, _bytearray),
         (array.array, _array),
         (memoryview, _memoryview),
+        (contextvars.ContextVar, _contextvar),
+        (_thread.LockType, _lock),
+        (MappingProxyType, _mappingproxy),
+        (_thread.RLock, _lock),
+        (_thread._local, _thread_local),
         (FunctionType, _function),
         (type, _class),
         (ModuleType, _module),
@@ -456,7 +596,15 @@ def _snapshot(value: object, limit: int | None, identity: bool) -> Snapshot:
         walker.oversized = True
         encoded = b"<deep " + type_name(type(value)).encode() + b">"
     digest = blake3(b"flydeps-value-v1\0" + encoded).digest().hex()
-    return Snapshot(digest, describe(value), walker.oversized, tuple(walker.mutables), walker.identified)
+    instances = tuple(walker.instances)
+    slotted = tuple(obj for obj in instances if _slot_descriptors(type(obj)))
+    if slotted:  # slot stores have no counter: re-read on every check
+        read = _slot_reader(slotted)
+        walker.mutables.append(MutableWatch(slotted, tuple(read(slotted)), read))
+    types = tuple(walker.types.values())
+    return Snapshot(
+        digest, describe(value), walker.oversized, tuple(walker.mutables), walker.identified, types, instances
+    )
 
 
 def value_digest(value: object) -> str:

@@ -14,7 +14,10 @@ builtins, attribute chains, ``self.x``, imports inside functions) lives in
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import contextvars
+import enum
 import functools
 import gc
 import logging
@@ -22,17 +25,19 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from types import CodeType, FunctionType, MethodType, ModuleType
+from types import CodeType, FunctionType, MappingProxyType, MethodType, ModuleType
 from typing import Any
 
 from . import (
     _codescan,  # noqa: F401  (the code decoder: loaded with discovery, not by the first fingerprint)
+    _memoreads,
     _origin,
 )
 from ._bindings import _CODE_TYPES, MISSING, Binding, BindingKind, class_dict, dict_items, is_a, is_code
-from ._bytecode import _analyze, code_digest, code_refs, is_function_code, qualname_of
+from ._bytecode import _analyze, code_digest, code_refs, import_reads, is_function_code, qualname_of
 from ._objects import (
     TypeTable,
+    c_descriptor_name,
     c_module,
     code_members,
     defining_class,
@@ -50,6 +55,7 @@ from ._objects import (
     safe_name,
     type_bases,
     type_module,
+    type_mro,
     type_qualname,
 )
 from ._resolve import NameResolver
@@ -286,7 +292,9 @@ class _Walker(NameResolver):
         t = type(obj)
         if t is MethodType:
             bound = obj.__self__  # type: ignore[attr-defined]
-            return self.visit(obj.__func__, bound if is_a(bound, type) else type(bound), hint)  # type: ignore[attr-defined]
+            if is_a(bound, type) or is_external_type(type(bound)):
+                return self.visit(obj.__func__, bound if is_a(bound, type) else type(bound), hint)  # type: ignore[attr-defined]
+            return self._visit_bound_method(obj, bound, hint)  # type: ignore[arg-type]
         if is_a(obj, (staticmethod, classmethod)):
             base = staticmethod if is_a(obj, staticmethod) else classmethod
             return self.visit(base.__dict__["__func__"].__get__(obj), owner, hint)
@@ -294,7 +302,11 @@ class _Walker(NameResolver):
             parts = [(n, f) for n in ("fget", "fset", "fdel") if (f := property.__dict__[n].__get__(obj)) is not None]
             return self._visit_object(obj, hint, parts, stateful=False)
         if is_a(obj, functools.partial):
-            return self._visit_object(obj, hint, _partial_parts(obj), stateful=False)  # type: ignore[arg-type]
+            nid = self._visit_object(obj, hint, _partial_parts(obj), stateful=False)  # type: ignore[arg-type]
+            # its func, args and keywords, re-read on every check: ``.keywords`` edited in place,
+            # a ``__setstate__`` (no counter exists for either)
+            self.mutables.append((nid, MutableWatch(obj, tuple(_read_partial(obj)), _read_partial)))
+            return nid
         if is_a(obj, type):
             return self._visit_class(obj)  # type: ignore[arg-type]
         if is_a(obj, ModuleType):
@@ -303,7 +315,28 @@ class _Walker(NameResolver):
             return self._visit_code_only(obj, {}, "?", owner, f"?:{qualname_of(obj)}")  # type: ignore[arg-type]
         if callable(obj) and is_c_callable(obj):
             return self.external(f"{c_module(obj)}.{object_qualname(obj)}")
+        slot = c_descriptor_name(obj)
+        if slot is not None:  # ``self.__class__``, a __slots__ member: structure, named by its class
+            return self.external(slot) if is_external_type(_descriptor_class(obj)) else self._visit_slot(slot, hint)
         return self._visit_value(obj, hint)
+
+    def _visit_slot(self, dotted: str, hint: str) -> str:
+        self.add(hint, NodeKind.OBJECT, _digest("slot", dotted), detail=f"<slot {dotted}>")
+        return hint
+
+    def _visit_bound_method(self, method: MethodType, bound: object, hint: str) -> str:
+        """A method bound to a user instance: the function (resolved on the instance's class)
+        and the instance it runs on, whose state and class the call reads."""
+        func = method.__func__
+        if not self.add(hint, NodeKind.OBJECT, _digest("bound-method", object_qualname(func)), detail=describe(method)):
+            return hint
+
+        def expand() -> None:
+            self.edge(hint, self.visit(func, type(bound), f"{hint}.__func__"), EdgeKind.DECORATES, "__func__")
+            self.edge(hint, self.visit(bound, None, f"{hint}.__self__"), EdgeKind.ATTRIBUTE, "__self__")
+
+        self.work.append(expand)
+        return hint
 
     # -- functions -------------------------------------------------------------------
     def _visit_function(self, fn: FunctionType, owner: type | None, hint: str) -> str:
@@ -418,7 +451,21 @@ class _Walker(NameResolver):
                 continue
             if value is inner or value is wrapped:
                 self.bind(BindingKind.CELL, cell, "cell_contents", value, nid, f"{nid}.<wrapper closure {name}>")
+        self._wrapper_tables(fn, nid)
         return nid
+
+    def _wrapper_tables(self, fn: FunctionType, nid: str) -> None:
+        """A library wrapper's attributes that are tables of user code (``singledispatch``'s
+        ``registry``, a plugin list): the user state the library object carries, walked and
+        watched as data (a ``register`` after the first build is a change of the table)."""
+        for key, value in dict_items(fn.__dict__):
+            if type(key) is not str or key.startswith("__"):
+                continue
+            table = _proxied_dict(value) if type(value) is MappingProxyType else value
+            if _is_table(table) and any(is_code(item) for item in _table_items(table)):
+                hint = f"{nid}.<wrapper>.{key}"
+                # a registered implementation is code: another table is another build, not drift
+                self.edge(nid, self._visit_value(table, hint, NodeKind.OBJECT), EdgeKind.ATTRIBUTE, f"<wrapper>.{key}")
 
     def _expand_cell(self, nid: str, name: str, cell: object) -> None:
         try:
@@ -452,7 +499,9 @@ class _Walker(NameResolver):
         self.keep.append(code)
         self_name = code.co_varnames[0] if code.co_argcount and code.co_varnames[0] in ("self", "cls") else None
         nested = [c for c in code.co_consts if type(c) is CodeType]
-        for ref in code_refs(code) if nested else _analyze(code)[1]:  # (no nested code: its own refs)
+        refs = code_refs(code) if nested else _analyze(code)[1]  # (no nested code: its own refs)
+        imports = False
+        for ref in refs:
             scope = ref.scope
             if scope == "global":
                 self._resolve_global(ref, nid, globals_)
@@ -463,6 +512,11 @@ class _Walker(NameResolver):
                 self._resolve_self(ref, nid, owner)
             elif scope == "import":
                 self._resolve_import(ref, nid, globals_)
+                imports = True
+        if imports or "import_module" in code.co_names:  # the modules its imports bind to locals
+            reads = import_reads(code)
+            if reads:
+                self._resolve_import_reads(reads, refs, nid, globals_)
         nested_functions = [c for c in nested if is_function_code(c)]
         if not nested_functions:
             return
@@ -485,8 +539,10 @@ class _Walker(NameResolver):
         # One copy serves the digest and the bindings (another thread may set attributes).
         items = [(k, v) for k, v in dict_items(namespace) if type(k) is str and k not in _CLASS_NOISE]
         data = {k: v for k, v in items if not (is_member_code(v) or self.unwrapper(v) is not None)}
-        digest = _digest("class", qualname, self.snapshot(data, nid).digest)
-        if self.add(nid, NodeKind.CLASS, digest):
+        snap = self.snapshot(data, nid)
+        if self.add(nid, NodeKind.CLASS, _digest("class", qualname, snap.digest)):
+            if not _is_enum(cls):  # a class-level table edited in place (an enum's are its own)
+                self._watch(nid, snap, own=data)  # (the copy of the namespace: the bindings watch that)
             self.work.append(lambda: self._expand_class(cls, nid, namespace, items))
         return nid
 
@@ -556,12 +612,14 @@ class _Walker(NameResolver):
                 current = namespace.get(attr, MISSING)
                 self.bindings.append(Binding(BindingKind.DICT, namespace, attr, current, node, f"{node}.{attr}", True))
 
-    def _visit_value(self, value: object, hint: str) -> str:
+    def _visit_value(self, value: object, hint: str, kind: NodeKind | None = None) -> str:
         t = type(value)
         if t not in _CONTAINERS:  # an identity lookup: no metaclass __eq__/__hash__
             members = code_members(value)
             if is_external_type(t):
                 if members:  # a library wrapper around user code (e.g. a JIT object)
+                    if t is _memoreads.LRU_WRAPPER:  # a memoized reader: its memo is read (issue 35.4)
+                        _memoreads.track(value)
                     return self._visit_object(value, hint, members, stateful=False)
                 name = safe_name(value) if callable(value) else ""
                 if name:  # a library callable instance (numpy ufunc, torch op): a leaf
@@ -569,7 +627,11 @@ class _Walker(NameResolver):
             elif callable(value) or members:
                 return self._visit_object(value, hint, members, stateful=True)
         snap = self.snapshot(value, hint)
-        if not self.add(hint, NodeKind.GLOBAL, snap.digest, detail=snap.summary):
+        # A value read per thread or context (a ContextVar, a threading.local) keys the build:
+        # another value is another build, never data drift of this one.
+        if kind is None:
+            kind = NodeKind.OBJECT if _KEYED.along_mro(t) else NodeKind.GLOBAL
+        if not self.add(hint, kind, snap.digest, detail=snap.summary):
             return hint
         self._watch(hint, snap)
         if t in _CONTAINERS:
@@ -581,9 +643,20 @@ class _Walker(NameResolver):
         snap = snapshot(value)
         if snap.identified:
             self.identified.append(nid)
+        if snap.types:  # an instance depends on its class (deferred: classes hold instances too)
+            self.work.append(lambda: self._type_edges(nid, snap.types))
+        for obj in snap.instances:  # and stays of it (a __class__ assignment is audited)
+            self.bind(BindingKind.TYPE, obj, "__class__", type(obj), nid, f"{nid}.__class__")
         return snap
 
-    def _watch(self, nid: str, snap: object) -> None:
+    def _type_edges(self, nid: str, types: tuple[type, ...]) -> None:
+        for cls in types:
+            # one edge per class, named by it: the edges of a node are matched by label
+            self.edge(
+                nid, self.visit(cls, None, nid), EdgeKind.CALLS, f"<type {type_module(cls)}.{type_qualname(cls)}>"
+            )
+
+    def _watch(self, nid: str, snap: object, own: object = None) -> None:
         if snap.oversized:  # type: ignore[attr-defined]
             if nid not in _WARNED_OVERSIZED:
                 _WARNED_OVERSIZED.add(nid)
@@ -594,7 +667,7 @@ class _Walker(NameResolver):
                     nid,
                     SNAPSHOT_LIMIT,
                 )
-        self.mutables.extend((nid, m) for m in snap.mutables)  # type: ignore[attr-defined]
+        self.mutables.extend((nid, m) for m in snap.mutables if m.container is not own)  # type: ignore[attr-defined]
 
     def _expand_container(self, value: Any, hint: str) -> None:
         items = dict_items(value) if type(value) is dict else enumerate(sequence_items(value))
@@ -607,7 +680,8 @@ class _Walker(NameResolver):
 
 
 # Class-namespace entries that restate structure or position (3.13 adds __firstlineno__,
-# a line number, and __static_attributes__, derived from the methods' code).
+# a line number, and __static_attributes__, derived from the methods' code; @dataclass its
+# fields, parameters and match arguments).
 _CLASS_NOISE = frozenset(
     {
         "__module__",
@@ -618,10 +692,52 @@ _CLASS_NOISE = frozenset(
         "__annotations__",
         "__firstlineno__",
         "__static_attributes__",
+        # what @dataclass derives from the class body (the defaults stay class attributes)
+        "__dataclass_fields__",
+        "__dataclass_params__",
+        "__match_args__",
     }
 )
 _CONTAINERS = TypeTable((t, True) for t in (tuple, list, dict, set, frozenset))
+_KEYED = TypeTable((t, True) for t in (contextvars.ContextVar, _thread._local))
+
+
+def _is_enum(cls: type) -> bool:
+    return any(klass is enum.Enum for klass in type_mro(cls))
+
+
+def _descriptor_class(descriptor: object) -> type:
+    """The class a C descriptor belongs to (its ``__objclass__``, read by the descriptor type)."""
+    return type(descriptor).__dict__["__objclass__"].__get__(descriptor)  # type: ignore[no-any-return]
+
+
+def _is_table(value: object) -> bool:
+    """A builtin container exactly (no subclass: its contents are what it holds)."""
+    return type(value) in _CONTAINERS
+
+
+def _table_items(table: Any) -> list:
+    return [v for _k, v in dict_items(table)] if type(table) is dict else sequence_items(table)
+
+
+def _proxied_dict(proxy: MappingProxyType) -> object:
+    """The dict behind a mappingproxy (its only referent), or the proxy when it is not one."""
+    for ref in gc.get_referents(proxy):
+        if type(ref) is dict:
+            return ref
+    return proxy
+
+
 _PARTIAL_FIELDS = tuple(functools.partial.__dict__[n] for n in ("func", "args", "keywords"))
+
+
+def _read_partial(obj: Any) -> list:
+    """A partial's state for a watch: its func, args, keywords, then the keywords' items."""
+    func, args, keywords = (field.__get__(obj) for field in _PARTIAL_FIELDS)
+    out = [func, args, keywords]
+    if is_a(keywords, dict):
+        out += [x for item in dict.items(keywords) for x in item]
+    return out
 
 
 def _partial_parts(obj: functools.partial) -> list[tuple[str, object]]:

@@ -10,8 +10,9 @@ only: no digest, no snapshot, no user code. ``check()`` is what runs on every wa
   tables at first (nothing to compile when a new process starts a launcher), written out
   per namespace (``itemgetter`` groups) once they were re-read ``_TIER_UP`` times;
   on CPython >= 3.12 with dict watchers, one ``version()`` comparison replaces them all;
-* function ``__code__``/``__defaults__``/``__kwdefaults__``: a process-wide generation
-  bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
+* function ``__code__``/``__defaults__``/``__kwdefaults__`` and the ``type()`` of the
+  instances a build read (a ``__class__`` assignment is audited too): a process-wide
+  generation bumped by the audit hook of :mod:`flydeps._audit` decides whether they need to be
   re-read at all (a generation is remembered as validated only when every store the hook
   announced was visible before the re-read: the hook runs before CPython stores);
 * closure cells and mutable containers within the snapshot bound: identity checks of
@@ -35,7 +36,7 @@ from types import FunctionType, MethodType, ModuleType
 
 from . import _audit, _codegen, _watch
 from ._bindings import MISSING, Binding, BindingKind, is_code
-from ._containers import read_dict
+from ._containers import read_dict, read_instance_dict
 from ._values import MutableWatch, describe
 from .discover import Discovery
 
@@ -141,8 +142,13 @@ def _by_kind(bindings: Sequence[Binding]) -> dict[BindingKind, list[Binding]]:
     """The bindings of each kind, in their order (one pass, shared by the builders below)."""
     kinds: dict[BindingKind, list[Binding]] = {kind: [] for kind in BindingKind}
     for b in bindings:
-        kinds[b.kind].append(b)
+        # an ENTRY (sys.modules, a library namespace) is checked as a namespace entry is; an
+        # instance's TYPE with the function attributes: both are re-read after an audited store
+        kinds[_MERGED.get(b.kind, b.kind)].append(b)
     return kinds
+
+
+_MERGED = {BindingKind.ENTRY: BindingKind.DICT, BindingKind.TYPE: BindingKind.ATTR}
 
 
 def _compile_check(
@@ -170,9 +176,14 @@ def _compile_check(
     if namespaced:
         env["ns"] = _namespace_check(namespaced)
         ns_lines = ["        if not ns[0]():", "            return False"]
-    if ns_lines and _watch_all(namespaced):
+    if (ns_lines or covered) and tagged is None and _watch_all(namespaced, covered):
+        # CPython >= 3.12: one watcher counter for the namespaces and the plain dicts watched
+        # for in-place mutation (a class-level table, an instance's __dict__)
         lines += ["        v = version()", "        if v != state[0]:"]
-        lines += ["    " + line for line in ns_lines] + ["            state[0] = v"]
+        lines += ["    " + line for line in ns_lines]
+        if covered:
+            lines += ["            if not all([w.unchanged() for w in tag_mutables]):", "                return False"]
+        lines += ["            state[0] = v"]
     elif (ns_lines or covered) and tagged is not None:
         # CPython 3.10/3.11: the largest PEP 509 tag of these dicts (namespaces, and dicts
         # watched for in-place mutation) moves on any change to them (flydeps._watch); read
@@ -221,10 +232,10 @@ def _fast_parts(
 ) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
     """See :meth:`Guard.fast_parts`; call after :func:`_compile_check` (which watches)."""
     cells, namespaced, funcs = kinds[BindingKind.CELL], kinds[BindingKind.DICT], bool(kinds[BindingKind.ATTR])
-    tagged, _covered, rest = plan
+    tagged, covered, rest = plan
     fast = (
         not rest
-        and (not namespaced or (_watch.AVAILABLE and _watch.BACKEND == "ext") or tagged is not None)
+        and ((not namespaced and not covered) or (_watch.AVAILABLE and _watch.BACKEND == "ext") or tagged is not None)
         and (not funcs or (_audit.ENABLED and _audit.install()))
     )
     return tuple(b.container for b in cells), tuple(b.expected for b in cells), fast, tagged
@@ -235,18 +246,26 @@ def _tag_plan(namespaced: Sequence[Binding], mutables: Sequence[tuple[str, Mutab
     ``flydeps._dictver``), ``nsdicts`` are the distinct namespace dicts plus the plain dicts
     watched for in-place mutation (``covered``: their items are re-read only when the largest
     tag moved); ``rest`` are the mutable watches checked on every call (lists, sets, dict
-    subclasses, instance layouts). Without tags: ``(None, (), all mutable watches)``."""
+    subclasses, instance layouts). With the C dict watchers (CPython >= 3.12) ``nsdicts`` is
+    None and ``covered`` the same plain dicts (:func:`_watch_all` watches them). Without
+    either: ``(None, (), all mutable watches)``."""
     watches = tuple(w for _, w in mutables)
     if not _watch.TAGS:
+        if _watch.AVAILABLE and _watch.BACKEND == "ext":  # instance dicts stay re-read (read_instance_dict)
+            covered = tuple(w for w in watches if type(w.container) is dict and w.read is read_dict)
+            return None, covered, tuple(w for w in watches if not (type(w.container) is dict and w.read is read_dict))
         return None, (), watches
     dicts = {id(b.container): b.container for b in namespaced}
     if not all(type(d) is dict for d in dicts.values()):
         return None, (), watches
-    covered = tuple(w for w in watches if type(w.container) is dict and w.read is read_dict)
+    covered = tuple(w for w in watches if type(w.container) is dict and w.read in _TAGGED_READS)
     for w in covered:
         dicts.setdefault(id(w.container), w.container)
-    rest = tuple(w for w in watches if not (type(w.container) is dict and w.read is read_dict))
+    rest = tuple(w for w in watches if not (type(w.container) is dict and w.read in _TAGGED_READS))
     return tuple(dicts.values()), covered, rest  # type: ignore[arg-type]
+
+
+_TAGGED_READS = (read_dict, read_instance_dict)  # plain dicts whose PEP 509 tag moves with every store
 
 
 # Re-reads of a guard's namespaces (a watched namespace was written, or no counter exists)
@@ -333,12 +352,17 @@ def _unrolled_check(
 
 
 def _function_check(bindings: Sequence[Binding]) -> Callable[[], bool]:
-    objs = tuple(b.container for b in bindings)
-    names = tuple(b.key for b in bindings)
-    expected = tuple(b.expected for b in bindings)
+    """Function attributes by ``getattr`` (a function's own), instances' types by ``type()``
+    (never a ``__class__`` property)."""
+    attrs = [b for b in bindings if b.kind is not BindingKind.TYPE]
+    objs = tuple(b.container for b in attrs)
+    names = tuple(b.key for b in attrs)
+    expected = tuple(b.expected for b in attrs)
+    instances = tuple(b.container for b in bindings if b.kind is BindingKind.TYPE)
+    types = tuple(b.expected for b in bindings if b.kind is BindingKind.TYPE)
 
     def functions() -> bool:
-        return all(map(is_, map(getattr, objs, names), expected))
+        return all(map(is_, map(getattr, objs, names), expected)) and all(map(is_, map(type, instances), types))
 
     return functions
 
@@ -371,13 +395,16 @@ def _group_namespaces(bindings: Sequence[Binding]) -> tuple[list[tuple[bool, dic
     return list(by_dict.values()), absent
 
 
-def _watch_all(namespaced: Sequence[Binding]) -> bool:
-    """Register a dict watcher for every namespace; False when watchers are unavailable.
+def _watch_all(namespaced: Sequence[Binding], covered: Sequence[MutableWatch] = ()) -> bool:
+    """Register a dict watcher for every namespace and every plain dict watched for in-place
+    mutation; False when watchers are unavailable.
 
     Functions need no watcher: their attribute assignments are audited (:mod:`._audit`)."""
     if not _watch.AVAILABLE:
         return False
-    for namespace in {id(b.container): b.container for b in namespaced}.values():
+    dicts = {id(b.container): b.container for b in namespaced}
+    dicts.update((id(w.container), w.container) for w in covered)
+    for namespace in dicts.values():
         _watch.watch_dict(namespace)  # type: ignore[arg-type]
     return _watch.AVAILABLE
 

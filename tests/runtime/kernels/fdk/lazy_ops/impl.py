@@ -1,0 +1,3 @@
+"""What lazy_ops.FACTOR loads."""
+
+FACTOR = 2.0
