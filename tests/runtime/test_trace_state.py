@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -140,7 +141,9 @@ def test_module_imported_in_a_helper_replaced_in_sys_modules(fdk, monkeypatch) -
     (fdk.root / fdk.name / "trace_state_abs.py").write_text(_ABSOLUTE.format(package=fdk.name))
     mod = fdk.module("trace_state_abs")
     _settled(mod.absolute_launch)
-    replacement = importlib.util.module_from_spec(importlib.util.find_spec(name))
+    spec = importlib.util.find_spec(name)
+    assert spec is not None
+    replacement: Any = importlib.util.module_from_spec(spec)
     replacement.FACTOR = 5.0
     _changed(mod.absolute_launch, lambda: monkeypatch.setitem(sys.modules, name, replacement))
 

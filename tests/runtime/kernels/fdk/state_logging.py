@@ -20,7 +20,7 @@ LOG = logging.getLogger(__name__)
 if "FDK_LOG_LEVEL" in os.environ:
     logging.getLogger(__name__.rpartition(".")[0]).setLevel(os.environ["FDK_LOG_LEVEL"])
 if "FDK_LOG_DISABLE" in os.environ:
-    logging.disable(os.environ["FDK_LOG_DISABLE"])
+    logging.disable(os.environ["FDK_LOG_DISABLE"])  # type: ignore[arg-type]  # a level name, as _checkLevel accepts
 if "FDK_CWD" in os.environ:
     os.chdir(os.environ["FDK_CWD"])
 
