@@ -19,6 +19,13 @@ variables) stays pending until that thread assigns again: checks are then slower
 wrong. The C hit path (``flydeps._fastcache``) reads ``_PENDING``'s size before its check
 for the same reason.
 
+While builds run, the hook also notes every function whose ``__code__``, ``__defaults__``
+or ``__kwdefaults__`` is assigned by a thread other than the build's own
+(:func:`record_assignments`: each running build registers a set, :func:`stop_recording`
+removes it): a build whose graph holds such a
+function saw code that may have been swapped and put back while it ran (A-B-A,
+``flydeps.build``'s ``Verdict.RACED``). No cost when no build runs.
+
 The same hook forwards the ``open``, ``os.listdir``, ``os.scandir`` and ``os.mkdir`` events to
 :mod:`flydeps._filereads` once that module asked for them (:func:`forward_file_events`: the
 files a recorded build reads), so the process runs one hook of ours, not two.
@@ -38,7 +45,15 @@ from types import FunctionType
 
 from . import settings
 
-__all__ = ["ENABLED", "forward_file_events", "generation", "install", "settled"]
+__all__ = [
+    "ENABLED",
+    "forward_file_events",
+    "generation",
+    "install",
+    "record_assignments",
+    "settled",
+    "stop_recording",
+]
 
 ENABLED = settings.flag("FLYDEPS_AUDIT_HOOK", True)
 _GEN = [0]
@@ -51,6 +66,9 @@ _EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
 _FILE_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.mkdir"})
 _file_events: Callable[[str, tuple], None] | None = None  # flydeps._filereads' receiver
 _get_ident = threading.get_ident
+# The sets of the running builds (record_assignments): ids of functions assigned meanwhile.
+# Replaced, never mutated, so the hook iterates a stable tuple without a lock.
+_RECORDERS: tuple[tuple[int, set[int]], ...] = ()  # (the build's thread, the set)
 
 
 def _hook(event: str, args: tuple) -> None:
@@ -59,6 +77,11 @@ def _hook(event: str, args: tuple) -> None:
             if type(args[0]) is FunctionType or args[1] == "__class__":  # deleting __defaults__ stores None
                 with _pending_lock:
                     _PENDING[_get_ident()] = (args[0], args[1], args[2] if len(args) > 2 else None)
+                if _RECORDERS:
+                    ident = _get_ident()
+                    for thread, assigned in _RECORDERS:
+                        if thread != ident:
+                            assigned.add(id(args[0]))
             _GEN[0] += 1
     elif event in _FILE_EVENTS and _file_events is not None:
         _file_events(event, args)
@@ -87,6 +110,25 @@ def settled() -> bool:
                 return False
             del _PENDING[thread]
     return True
+
+
+def record_assignments() -> set[int]:
+    """A set that receives the id of every function (or object, for ``__class__``) whose
+    watched attribute another thread than the caller's assigns from now until
+    :func:`stop_recording`; never filled when the hook is disabled (``FLYDEPS_AUDIT_HOOK=0``)."""
+    global _RECORDERS
+    assigned: set[int] = set()
+    if install():
+        with _lock:
+            _RECORDERS = (*_RECORDERS, (_get_ident(), assigned))
+    return assigned
+
+
+def stop_recording(assigned: set[int]) -> None:
+    """Stop filling ``assigned`` (a set from :func:`record_assignments`); idempotent."""
+    global _RECORDERS
+    with _lock:
+        _RECORDERS = tuple(r for r in _RECORDERS if r[1] is not assigned)
 
 
 def install() -> bool:

@@ -48,6 +48,10 @@ and, when the build listed the environment, the set of names it saw.
   each recording also notes the ``lru_cache`` memos discovery tracked that moved while it
   ran (:class:`MemoHook`).
 
+* Writes: while a recording runs anywhere, writes through ``os.environ`` are noted with
+  their thread (:func:`write_mark`, :func:`written_by_others`): a variable a build read that
+  another thread wrote while it ran (and may have put back: A-B-A) is named after it.
+
 :func:`version` is the environment's modification counter for memos on hot paths: two
 equal answers (never ``None``) mean ``os.environ`` was not modified in between. It is the
 PEP 509 tag of ``os.environ``'s storage dict on CPython 3.10/3.11 and the dict watchers'
@@ -70,9 +74,10 @@ Not seen: reads that bypass ``os.environ`` (``os.environ._data`` directly, C cod
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -97,6 +102,8 @@ __all__ = [
     "recording_in_thread",
     "shown",
     "version",
+    "write_mark",
+    "written_by_others",
     "while_recording",
 ]
 
@@ -274,6 +281,29 @@ def _recorders() -> list[Recorder] | None:
     return None if ident in _paused else _active.get(ident)
 
 
+# name -> (sequence number, writer thread) of the last write through ``os.environ`` while
+# a recording ran anywhere (the class is swapped only then): a consumer compares it after
+# a build to find variables the build read that another thread wrote meanwhile (A-B-A).
+_WRITES: dict[str, tuple[int, int]] = {}
+_write_seq = itertools.count(1)
+
+
+def _note_write(key: object) -> None:
+    _WRITES[_as_name(key)] = (next(_write_seq), _get_ident())
+
+
+def write_mark() -> int:
+    """The sequence number the next write through ``os.environ`` during a recording exceeds."""
+    return next(_write_seq)
+
+
+def written_by_others(mark: int, names: Iterable[str]) -> tuple[str, ...]:
+    """Of ``names``, those whose last write since :func:`write_mark` returned ``mark`` was
+    made by another thread than the caller's, while a recording ran."""
+    ident, writes = _get_ident(), _WRITES
+    return tuple(n for n in names if (w := writes.get(n)) is not None and w[0] > mark and w[1] != ident)
+
+
 class _RecordingEnviron(_Environ):  # type: ignore[misc,valid-type]
     """``os._Environ`` that notes the reads of threads that are recording."""
 
@@ -291,6 +321,14 @@ class _RecordingEnviron(_Environ):  # type: ignore[misc,valid-type]
             for rec in recorders:
                 rec._note(name, text)
         return value
+
+    def __setitem__(self, key, value):  # type: ignore[no-untyped-def]
+        _Environ.__setitem__(self, key, value)
+        _note_write(key)
+
+    def __delitem__(self, key):  # type: ignore[no-untyped-def]
+        _Environ.__delitem__(self, key)
+        _note_write(key)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         keys = list(_Environ.__iter__(self))

@@ -47,10 +47,21 @@ a mutating call writes a value, not the namespace that binds it) gives ``Verdict
 when nothing else changed: the result goes to its caller, nothing is kept, the next call
 builds again.
 
+A value back at a state before the writes of builds other than the ones kept under the
+baseline (a memo another consumer's build filled, emptied by the user after an input of
+that fill changed) gives ``Verdict.UNDONE``: not a user's change (no ``GlobalDriftError``),
+but the build is re-made -- a launcher re-traces and keeps its entry when FlyDSL's IR key is
+the same.
+
 Residual limits: a write to a value (or namespace) the build itself writes, made by another
 thread while the build runs, is indistinguishable from the build's own write and is adopted.
-On CPython 3.12+ (dict watchers count writes process-wide, per-dict tags are not read) and
-for ``__code__`` swaps put back during the build, A-B-A is not detected. Writes through
+Dicts bound as data values (``TABLE`` of ``TABLE['k']``) have their tags read too, unless
+the build writes them. On every version, functions of the build's graph whose ``__code__``
+or ``__defaults__`` another thread assigned while the build ran (:mod:`flydeps._audit`'s
+hook, :func:`_audit.record_assignments`) give ``RACED``. Not detected: on CPython 3.12+ the
+namespace and dict cases (dict watchers count writes process-wide, per-dict tags are not
+read), and a closure cell written and put back by another thread (no event exists for cell
+writes). Writes through
 closures, ``self``/class attributes, ``setattr`` or C code are not attributed to the build
 unless reported by :func:`note_write`: they count as somebody else's change (the build is
 rebuilt or follows ``on_drift``).
@@ -65,7 +76,7 @@ from dataclasses import dataclass, field
 from types import FunctionType
 from typing import TypeVar
 
-from . import _watch
+from . import _audit, _watch
 from ._bindings import BindingKind, class_dict
 from ._codeswap import code_swaps, merge_code_swaps
 from ._writes import TRANSITIONS, WriteTarget, write_targets
@@ -100,6 +111,9 @@ class Verdict(str, enum.Enum):
     DATA = "data"  # a data value changed that no managed build explains
     CODE = "code"  # code, a binding to code or the dependency structure changed
     RACED = "raced"  # a namespace it read was written while the build ran, not by the build
+    # only data changed, some of it back to a state before other builds' writes (a memo
+    # emptied): what they computed may come from inputs changed since; re-made, no drift
+    UNDONE = "undone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +141,8 @@ class BuildStart:
     own: dict[int, tuple[dict, set[str]]] = field(default_factory=dict)
     clock: int | None = None  # the PEP 509 counter when the build began (3.10/3.11), else None
     namespaces: tuple[tuple[dict, str], ...] = ()  # the namespaces the fingerprint binds, labelled
+    # ids of the functions other threads assigned __code__/__defaults__ of while it ran (_audit)
+    assigned: set[int] | None = None
 
 
 def stable(fn: Callable[..., T], *args: object) -> T:
@@ -157,7 +173,10 @@ _THREAD = threading.local()  # .builds: the BuildStarts running on this thread, 
 def _started(start: BuildStart) -> BuildStart:
     """``start`` with the PEP 509 clock read now, pushed on this thread's running builds."""
     clock = _watch.tags_max(({},)) if _watch.TAGS and start.namespaces else None  # a new dict's tag
-    start = BuildStart(start.fingerprint, start.writes, start.states, start.guard, start.own, clock, start.namespaces)
+    assigned = _audit.record_assignments()
+    start = BuildStart(
+        start.fingerprint, start.writes, start.states, start.guard, start.own, clock, start.namespaces, assigned
+    )
     builds = getattr(_THREAD, "builds", None)
     if builds is None:
         builds = _THREAD.builds = []
@@ -192,9 +211,10 @@ def note_namespace_write(namespace: dict) -> None:
 
 def _namespaces(fp: Fingerprint) -> tuple[tuple[dict, str], ...]:
     """The dicts whose bindings ``fp`` holds (module and class namespaces), each labelled
-    (its module name, or the binding's label without the name); empty without PEP 509 tags.
-    An object's own attributes (a FlyDSL kernel's ``_name``) are left out: the library object
-    rewrites its other attributes on every trace."""
+    (its module name, or the binding's label without the name), and the dicts bound as data
+    values (``TABLE`` of ``TABLE['scale']``, labelled by their binding); empty without PEP 509
+    tags. An object's own attributes (a FlyDSL kernel's ``_name``) are left out: the library
+    object rewrites its other attributes on every trace."""
     discovery = fp._discovery
     if discovery is None or not _watch.TAGS:
         return ()
@@ -210,6 +230,9 @@ def _namespaces(fp: Fingerprint) -> tuple[tuple[dict, str], ...]:
             name = b.container.get("__name__")
             label = name if type(name) is str else (b.label.rpartition(".")[0] or b.node)
             found[id(b.container)] = (b.container, label)
+        value = b.expected
+        if type(value) is dict and not b.code and b.kind in (BindingKind.DICT, BindingKind.CELL):
+            found.setdefault(id(value), (value, b.label))
     return tuple(found.values())
 
 
@@ -241,6 +264,8 @@ def finish(start: BuildStart) -> None:
         if builds[i] is start:
             del builds[i]
             break
+    if start.assigned is not None:
+        _audit.stop_recording(start.assigned)
     for target, before in zip(start.writes, start.states):
         TRANSITIONS.record(target.label, before, target.state())
 
@@ -271,8 +296,18 @@ def conclude(start: BuildStart, after: Fingerprint, *, starts: Mapping[str, froz
 
 
 def _raced(start: BuildStart) -> Judgement | None:
-    """``RACED`` naming the namespaces written since :func:`begin` other than the build's own
-    (PEP 509 tags past the start's clock); None when there are none or no tags are read."""
+    """``RACED`` naming the functions of the build's graph whose ``__code__``/``__defaults__``
+    another thread assigned while it ran (:mod:`flydeps._audit`), or the namespaces written
+    since :func:`begin` other than the build's own (PEP 509 tags past the start's clock);
+    None when there are none."""
+    if start.assigned:
+        swapped = [f for f in _functions(start.fingerprint) if id(f) in start.assigned]
+        if swapped:
+            status = "had __code__ or __defaults__ assigned by another thread while the build ran"
+            diffs = tuple(
+                NodeDiff(f"function {f.__module__}.{f.__qualname__}", NodeKind.FUNCTION, status) for f in swapped
+            )
+            return Judgement(Verdict.RACED, diffs)
     if start.clock is None:
         return None
     tags_max, clock = _watch.tags_max, start.clock
@@ -284,8 +319,12 @@ def _raced(start: BuildStart) -> Judgement | None:
         if target.rebinds:  # STORE_GLOBAL, a module attribute store: the namespace itself
             own.add(id(target.container))
         value = target.container.get(target.name) if type(target.container) is dict else None
+        if value is None and type(target.container) is not dict:
+            value = getattr(target.container, "cell_contents", None)
         if isinstance(value, type):  # ``Cls.x = v``: the class's namespace
             own.add(id(class_dict(value)))
+        elif type(value) is dict:  # ``MEMO[k] = v``: the dict value itself
+            own.add(id(value))
     foreign = [label for ns, label in written if id(ns) not in own]
     if not foreign:
         return None
@@ -341,30 +380,36 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
 
     ``starts`` (:func:`start_states`): a value a kept build wrote that now holds a state one of
     those builds started from is adopted too: a build starting now reads what they read (a
-    memo a reload emptied, a registry reset to its import-time contents). Likewise a value
-    back at a state from which recorded managed-build steps lead to the baseline: undoing the
-    builds' own writes is no more a user change than making them was (issue 7.7's rule, in
-    reverse)."""
+    memo a reload emptied, a registry reset to its import-time contents), and what it read
+    to fill them is guarded by its own reads. A value back at another state from which
+    recorded managed-build steps lead to the baseline (a memo another build filled, emptied)
+    is no user change either, but what those builds wrote was computed from inputs this
+    build never read, which may have changed since: ``UNDONE`` when nothing else changed,
+    so the consumer re-makes the build (a launcher re-traces and keeps its entry when the
+    IR is the same), never raises."""
     if new.digest == old.digest:
         return Judgement(Verdict.SAME)
     before, after = old.graph.nodes, new.graph.nodes
     starts = starts or {}
     classes = _adopted_classes(before, after)  # their members and bases still count
+    changed = {nid for nid, node in before.items() if nid in after and after[nid].digest != node.digest}
     adopted = {
         nid
-        for nid, node in before.items()
-        if node.kind in _DATA_KINDS
-        and nid in after
-        and after[nid].digest != node.digest
+        for nid in changed
+        if before[nid].kind in _DATA_KINDS
         and (
-            TRANSITIONS.explains(nid, node.digest, after[nid].digest)  # managed builds wrote it since
+            TRANSITIONS.explains(nid, before[nid].digest, after[nid].digest)  # managed builds wrote it since
             or after[nid].digest in starts.get(nid, ())  # back to where a kept build started
-            or TRANSITIONS.explains(nid, after[nid].digest, node.digest)  # back along managed writes
         )
     }
-    reach = _reachable(old.graph, adopted)
-    diffs = _rebound(old, new, reach - adopted)
-    for nid in sorted(reach):
+    undone = {  # back along managed writes this build did not start from
+        nid
+        for nid in changed - adopted
+        if before[nid].kind in _DATA_KINDS and TRANSITIONS.explains(nid, after[nid].digest, before[nid].digest)
+    }
+    reach = _reachable(old.graph, adopted | undone)
+    diffs = _rebound(old, new, reach - adopted - undone)
+    for nid in sorted(reach - undone):
         node = before[nid]
         if nid not in after:
             diffs.append(NodeDiff(nid, node.kind, "removed", node.detail))
@@ -372,6 +417,10 @@ def judge(old: Fingerprint, new: Fingerprint, *, starts: Mapping[str, frozenset]
             diffs.append(NodeDiff(nid, node.kind, "changed", node.detail, after[nid].detail))
     diffs = merge_code_swaps(diffs, code_swaps(old, new))  # a __code__ swap is a code change
     kept = tuple(sorted(adopted | classes))
+    if not diffs and undone:
+        status = "back to a state before other builds' writes"
+        back = tuple(NodeDiff(n, before[n].kind, status, before[n].detail, after[n].detail) for n in sorted(undone))
+        return Judgement(Verdict.UNDONE, back, kept)
     if not diffs:
         return Judgement(Verdict.ADOPT if kept else Verdict.CODE, (), kept)
     data = all(d.kind is NodeKind.GLOBAL and d.status == "changed" for d in diffs)

@@ -6,10 +6,13 @@ both decide alike and say it alike. A consumer hands :func:`decide` the
 
 * nothing that matters changed, or only data written by flydeps-managed builds
   (:data:`~flydeps.build.Verdict.SAME` / ``ADOPT``): keep the build, re-baseline;
-* code changed (``CODE``): rebuild, whatever the policy;
+* code changed (``CODE``), or data went back to a state before other builds' writes
+  (``UNDONE``: what they computed may come from inputs changed since): rebuild, whatever
+  the policy (a launcher first compares FlyDSL's IR key, ``flydsl_runtime.jit``);
 * a data value changed by someone else (``DATA``): ``"rebuild"``, ``"raise"``
   (:class:`~flydeps.errors.GlobalDriftError` naming the global, its old and new values
-  and the consumer) or ``"warn"`` (one warning on the ``flydeps`` logger, keep the build
+  and the consumer; a ``flydsl_runtime`` launcher first re-traces and raises only when
+  FlyDSL's IR key changed) or ``"warn"`` (one warning on the ``flydeps`` logger, keep the build
   made with the old value and re-baseline, so it warns once per change).
 """
 
@@ -45,7 +48,7 @@ def decide(judgement: Judgement, policy: DriftPolicy, consumer: str) -> bool:
     verdict = judgement.verdict
     if verdict is Verdict.SAME or verdict is Verdict.ADOPT:
         return True
-    if verdict is Verdict.CODE or policy == "rebuild":
+    if verdict is Verdict.CODE or verdict is Verdict.UNDONE or policy == "rebuild":
         return False
     if policy == "raise":
         raise drift_error(judgement.diffs[0], consumer)

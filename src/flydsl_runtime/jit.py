@@ -12,14 +12,21 @@ in process, by
   state per owner class, re-validated on every call by the fingerprint's ``Guard`` (identity
   checks only). A code change gives a new digest and so a retrace; a data-valued global
   that changed follows ``on_drift`` (:mod:`flydeps.drift`, the policy ``cached_factory``
-  uses too): ``"raise"`` (default, ``GlobalDriftError`` naming the global and module with
-  its old and new values), ``"rebuild"`` or ``"warn"``. Traces follow flydeps' build
+  uses too): ``"raise"`` (default: FlyDSL's IR decides, :meth:`Launcher._judge_drift` --
+  each entry traced before the change is re-traced once, no launch, and kept under the new
+  state on the same IR key, else ``GlobalDriftError`` naming the global and module with its
+  old and new values), ``"rebuild"`` or ``"warn"``. Data back at a state before other
+  builds' writes (``Verdict.UNDONE``, a memo another launcher filled, emptied) is judged
+  the same way under every policy, a different IR key giving a miss, never a raise. Traces follow flydeps' build
   protocol (:mod:`flydeps.build`): the baseline is the state validated *before* the trace;
   the trace's own writes (a memo dict, a registry it appends to) are adopted, also by every
   other launcher and factory that read them, and so are the class caches FlyDSL fills while
   tracing (a per-build ``@fx.struct SharedStorage``'s layout: one trace per new launcher);
-  any other change made while it ran, or a namespace it read written and put back meanwhile
-  (A-B-A, CPython 3.10/3.11), means the trace is returned to its caller but not kept. A
+  any other change made while it ran, or a namespace or dict it read written and put back
+  meanwhile (A-B-A, CPython 3.10/3.11), a function of its graph whose ``__code__`` or
+  ``__defaults__`` another thread assigned, or an environment variable it read that
+  another thread wrote (``_env_raced``), means the trace is returned to its caller but not
+  kept. A
   changed default of a runtime-only parameter (the stream) is keyed as the argument, not
   drift; a state the launcher already built for (an undo) takes its key again
   (``Launcher._states``, the last ``_STATES_KEPT`` per owner class);
@@ -54,6 +61,7 @@ lock and keeps what a trace builds in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -73,8 +81,10 @@ from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hi
 from flydeps import Guard, build, fingerprint, settings
 from flydeps._environ import EnvReads
 from flydeps._environ import version as environ_version
-from flydeps.drift import DriftPolicy, check_policy, decide
-from flydeps.fingerprint import Fingerprint, fingerprint_roots
+from flydeps._environ import write_mark as environ_write_mark
+from flydeps._environ import written_by_others as environ_written_by_others
+from flydeps.drift import DriftPolicy, check_policy, decide, drift_error
+from flydeps.fingerprint import Fingerprint, NodeDiff, fingerprint_roots
 from flydeps.graph import NodeKind
 
 from . import aot, diskcache, explain, index
@@ -148,6 +158,20 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class _Drift:
+    """A data change seen by a guard under ``on_drift='raise'`` (or data back at a state
+    before other builds' writes, ``Verdict.UNDONE``, under any policy), decided by FlyDSL's
+    IR: an entry of a state before it is re-traced once for its key (no launch) and kept
+    under the new state when the IR key is the same; else the call raises
+    ``GlobalDriftError`` (``raises``) or traces as a miss."""
+
+    digests: tuple[str, ...]  # the key digests of the states before the change, newest first
+    judgement: build.Judgement  # what changed (the first difference names the error)
+    raises: bool = True
+    reached: set[tuple] = field(default_factory=set)  # keys whose IR it changed: raise, no re-trace
+
+
+@dataclass(frozen=True, slots=True)
 class _OwnerState:
     fingerprint: Fingerprint
     guard: Guard
@@ -159,6 +183,8 @@ class _OwnerState:
     # for. A row's explanation spells out this one, so a later miss names what differs
     # from the key, not what the trace wrote (a registry it appended to).
     keyed: Fingerprint | None = None
+    # A data change under on_drift='raise' that FlyDSL has not judged yet (Launcher._drift)
+    drift: _Drift | None = None
 
     @property
     def key_fingerprint(self) -> Fingerprint:
@@ -654,11 +680,15 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         digest: str | None = None,
         starts: Mapping[str, frozenset] = _NO_STARTS,
         keyed: Fingerprint | None = None,
+        drift: _Drift | None = None,
     ) -> _OwnerState:
         """The owner's state ``fp``; ``digest`` (with ``keyed``, the fingerprint it was taken
-        from) when the key of an earlier state is kept."""
-        state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts, keyed if digest else None)
+        from) when the key of an earlier state is kept. A state with an undecided ``drift`` is
+        not remembered as one built for: coming back to it judges the change again."""
+        state = _OwnerState(fp, fp.guard(), digest or fp.digest, starts, keyed if digest else None, drift)
         self._owners[owner] = state
+        if drift is not None:
+            return state
         seen = self._states.setdefault(owner, {})
         seen[fp.digest] = state
         if len(seen) > _STATES_KEPT:  # the oldest first (dicts keep insertion order)
@@ -671,12 +701,70 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         """The one drift policy (:mod:`flydeps.drift`): a kept state keeps its key digest, so
         entries traced before a managed build's write (or, under ``warn``, a data change)
         stay hits; anything else takes the fresh digest, and the next trace is a miss."""
-        consumer = self._name + (f" (owner class {owner.__qualname__})" if owner is not None else "")
-        if decide(judgement, self._on_drift, consumer):  # raises under on_drift='raise'
+        undone = judgement.verdict is build.Verdict.UNDONE
+        if undone or (judgement.verdict is build.Verdict.DATA and self._on_drift == "raise"):
+            # FlyDSL's IR decides, per entry, on its next call (_judge_drift): a new key now
+            earlier = current.drift.digests if current.drift is not None else ()
+            digests = (current.digest, *earlier)[:_STATES_KEPT]
+            log.info("%s: %s; each entry is re-traced once to see if its IR changed", self._name, judgement.reasons())
+            return self._baseline(owner, fresh, drift=_Drift(digests, judgement, raises=not undone))
+        if decide(judgement, self._on_drift, self._consumer(owner)):  # raises under on_drift='raise'
             return self._baseline(
                 owner, fresh, digest=current.digest, starts=current.starts, keyed=current.key_fingerprint
             )
         return self._baseline(owner, fresh)
+
+    def _consumer(self, owner: type | None) -> str:
+        return self._name + (f" (owner class {owner.__qualname__})" if owner is not None else "")
+
+    def _judge_drift(
+        self, owner: type | None, state: _OwnerState, bound_self: object, positional: tuple, key: tuple
+    ) -> Entry | None:
+        """Under ``on_drift='raise'``, after a data change (``state.drift``): the entry this call
+        had before the change, re-keyed under the new state when a re-trace (no launch) gives
+        FlyDSL the same IR key -- the change does not reach this IR; ``GlobalDriftError`` when
+        it does (``UNDONE``: None, the call traces as a miss). None when no earlier state has an
+        entry for this call (it is traced as a miss)."""
+        drift = state.drift
+        assert drift is not None
+        old = next((e for d in drift.digests if (e := self._entries.get(_with_digest(key, d))) is not None), None)
+        if old is None:
+            return None
+        if key not in drift.reached:
+            from .verify import traced_ir_key
+
+            if traced_ir_key(self, state.fingerprint, bound_self, positional) == old.ir_key:
+                log.info(
+                    "%s: %s, but a re-trace gives the same IR (%s): the entry is kept",
+                    self._name,
+                    drift.judgement.reasons(),
+                    old.ir_key[:16],
+                )
+                entry = dataclasses.replace(old, key=self._described(key), fingerprint=state.fingerprint)
+                self._entries[key] = entry
+                self._last[owner] = entry
+                self._persist_kept(state, entry)
+                return entry
+            drift.reached.add(key)
+        if not drift.raises:
+            return None
+        raise drift_error(drift.judgement.diffs[0], self._consumer(owner))
+
+    def _persist_kept(self, state: _OwnerState, entry: Entry) -> None:
+        """A row for an entry kept under the new state by :meth:`_judge_drift`, keyed by that
+        state, so a new process started in it loads the artifact instead of tracing. Not for
+        entries a row cannot name (a function argument, a bound instance)."""
+        if entry.extra_guards or entry.key[5] is not None or not self._on_disk(entry.ir_key):
+            return
+        persistent = self._persistent_key(entry.key, None, state)
+        pkey, signer = persistent.key, self._signer
+        if pkey is None or persistent.keyed is None or signer is None:
+            return
+        row = index.lookup(pkey)
+        if row is not None and row.ir_key == entry.ir_key:
+            return
+        detail = index.key_parts(self._name, persistent.described, signer.names, persistent.keyed, persistent.state)
+        index.record(pkey, self._name, entry.ir_key, entry.env_reads, detail, replace=row is not None)
 
     # --- miss -----------------------------------------------------------------------
 
@@ -698,6 +786,11 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             if entry is not None and self._usable(entry, compile_only):
                 self._hits += 1  # another thread built it while this one waited
                 return entry.compiled, False
+            if state.drift is not None and self._owners.get(owner) is state:
+                entry = self._judge_drift(owner, state, bound_self, positional, key)
+                if entry is not None and self._usable(entry, compile_only):
+                    self._hits += 1
+                    return entry.compiled, False
             previous = self._last.get(owner)
             signer = self._signer
             assert signer is not None, "_refresh_binder runs before the first key is made"
@@ -746,6 +839,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 )
                 raise aot.miss_error(self._name, parts, why_not, key=pkey)
             diskcache.manager(self._jf)  # where this process cannot write: read-only, kept in memory
+            env_mark = environ_write_mark()  # env variables other threads write while it traces
             start = build.begin(state.fingerprint)  # the build protocol: see flydeps.build
             try:
                 compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
@@ -759,6 +853,8 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                 raise StaleArtifactError(self._name, row.ir_key, ir_key, ("the persistent index row's IR differs",))
             after = build.stable(state.fingerprint.refresh)
             judgement = build.conclude(start, after)  # its own writes (memos, FlyDSL's class caches) adopted
+            reads = _entry_env_reads()
+            judgement = _env_raced(judgement, env_mark, reads)
             if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
                 # What the trace read changed while it ran (not by its own writes): this caller,
                 # who started before the change, gets the result; nothing is kept, and the next
@@ -796,7 +892,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                     # loads it would not have the trace's writes to the instance.
                     log.info("%s: not persisted, the trace changed the bound instance's state", self._name)
                     unstored = "its trace changed the bound instance's state, which the row's key covers"
-            entry = Entry(described, compiled, ir_key, state.fingerprint, extra, pinned)
+            entry = Entry(described, compiled, ir_key, state.fingerprint, extra, pinned, reads)
             self._entries[key] = entry
             self._last[owner] = entry
             self._misses += 1
@@ -899,6 +995,24 @@ class _Persistent(NamedTuple):
         if self.self_fp is None:
             return None
         return {name: [digest, summary] for name, (digest, summary, _i) in _instance_state(self.instance).items()}
+
+
+def _env_raced(judgement: build.Judgement, mark: int, reads: EnvReads) -> build.Judgement:
+    """``RACED`` when the trace kept nothing else from being kept but another thread wrote an
+    environment variable it read while it ran (and may have put it back: A-B-A)."""
+    if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
+        return judgement
+    written = environ_written_by_others(mark, reads.names)
+    if not written:
+        return judgement
+    status = "was written by another thread while the trace read it"
+    return build.Judgement(build.Verdict.RACED, tuple(NodeDiff(f"${n}", NodeKind.GLOBAL, status) for n in written))
+
+
+def _with_digest(key: tuple, digest: str) -> tuple:
+    """``key`` with its dependency digest replaced (the first part of a debug-info digest)."""
+    head = key[0]
+    return (digest if isinstance(head, str) else (digest, *head[1:]), *key[1:])
 
 
 def _note_linker(error: Exception) -> None:

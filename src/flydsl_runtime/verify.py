@@ -24,6 +24,11 @@ import, or instance state read through ``self``. :class:`StaleArtifactError` nam
 entry (its key: dependency digest and argument signatures) and the first differing input
 the fingerprint can find. Each checked hit costs a full trace; unchecked hits cost the
 general (Python) warm path, not the C one (docs/benchmarks.md).
+
+:func:`traced_ir_key` is the same re-trace as a managed build (:mod:`flydeps.build`: what it
+writes is its own effect), used by a launcher under ``on_drift='raise'`` to let FlyDSL's IR
+decide whether a data change reaches an entry (``Launcher._judge_drift``). FlyDSL compiles
+only IR it has not compiled yet: an unchanged IR key costs the trace alone.
 """
 
 from __future__ import annotations
@@ -33,12 +38,17 @@ from typing import TYPE_CHECKING
 
 from blake3 import blake3
 
+from flydeps import build
 from flydeps.errors import FlydepsError
 
+from ._hooks import take_trace_env_reads
+
 if TYPE_CHECKING:
+    from flydeps.fingerprint import Fingerprint
+
     from .jit import Entry, Launcher
 
-__all__ = ["StaleArtifactError", "checked_hit", "sampled", "verify_hit"]
+__all__ = ["StaleArtifactError", "checked_hit", "sampled", "traced_ir_key", "verify_hit"]
 
 log = logging.getLogger("flydsl_runtime")
 _SCALE = float(1 << 64)
@@ -121,3 +131,18 @@ def verify_hit(launcher: Launcher, entry: Entry, bound_self: object, positional:
         raise StaleArtifactError(
             launcher._name, entry.ir_key, current, fresh.explain(entry.fingerprint), _describe(entry, names)
         )
+
+
+def traced_ir_key(launcher: Launcher, fp: Fingerprint, bound_self: object, positional: tuple) -> str:
+    """FlyDSL's IR key of this call traced now, not launched, as a managed build of ``fp``
+    (its own writes recorded, its environment reads forgotten: no entry is made from it)."""
+    jf = launcher.jit_function
+    full = (bound_self, *positional) if bound_self is not None else positional
+    with launcher._lock:  # FlyDSL keeps _last_compiled on the JitFunction
+        start = build.begin(fp)
+        try:
+            jf._compile_or_execute(full, {}, execute=False)
+        finally:
+            build.finish(start)
+            take_trace_env_reads()
+        return str(jf._last_compiled[0])

@@ -11,13 +11,14 @@ import queue
 import sys
 import threading
 import types
+from typing import Any
 
 import pytest
 
 from flydeps import _watch, build, cached_factory
 
 
-def _module(name: str) -> types.ModuleType:
+def _module(name: str) -> Any:  # a module whose attributes the test sets
     """A subject module whose ``read()`` meets another thread twice: after the other thread
     rebound ``helper`` (it then reads B) and before it puts it back (SimpleQueue's C
     methods: library leaves whose state is no input of the build)."""
@@ -90,3 +91,147 @@ def test_a_build_start_ends_on_its_thread() -> None:
     build.finish(start)
     assert not build._THREAD.builds and build.conclude(start, fp.refresh()).verdict is build.Verdict.SAME
     del sys.modules["flydeps_aba_plain"]
+
+
+def _memo_module(name: str) -> types.ModuleType:
+    """A hand-written memo over an environment variable, read by two factories."""
+    mod = types.ModuleType(name)
+    exec(
+        "import os\n_CACHE = {}\n\n"
+        "def scale():\n"
+        "    if 'scale' not in _CACHE:\n"
+        "        _CACHE['scale'] = float(os.environ.get('FLYDEPS_TEST_ABA_SCALE', '0.5'))\n"
+        "    return _CACHE['scale']\n\n"
+        "def first(n):\n    return n * scale()\n\n"
+        "def second(n):\n    return n * scale()\n",
+        mod.__dict__,
+    )
+    sys.modules[name] = mod
+    return mod
+
+
+def test_a_memo_another_build_filled_then_emptied_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 (memo/manual_memo_filled_by_other_launcher): ``first``'s build got a memo hit
+    on what ``second``'s build computed from the environment; the environment changed and the
+    user emptied the memo. The memo went back along the other build's step, but the value that
+    step wrote came from an input ``first`` never read: ``first`` is rebuilt, not adopted."""
+    monkeypatch.delenv("FLYDEPS_TEST_ABA_SCALE", raising=False)
+    mod = _memo_module("flydeps_test_aba_memo")
+    first, second = cached_factory(mod.first), cached_factory(mod.second)
+    assert second(2) == 1.0  # fills the memo from the environment
+    assert first(2) == 1.0  # a memo hit: reads no environment
+    monkeypatch.setenv("FLYDEPS_TEST_ABA_SCALE", "0.25")
+    mod._CACHE.clear()
+    assert first(2) == 0.5
+    del sys.modules["flydeps_test_aba_memo"]
+
+
+def test_judge_names_a_value_undone_along_other_builds_steps() -> None:
+    """``judge``: the memo back at the state before another build's write gives UNDONE (no
+    user change to raise about, but a rebuild), the state a build started from gives ADOPT."""
+    mod = _memo_module("flydeps_test_aba_judge")
+    try:
+        from flydeps.fingerprint import fingerprint_roots
+
+        roots = [(mod.second, None, "root")]
+        empty = build.stable(fingerprint_roots, roots)
+        start = build.begin(empty)
+        mod.second(1)  # a managed build fills the memo
+        build.finish(start)
+        filled = build.stable(fingerprint_roots, roots)
+        assert build.judge(empty, filled).verdict is build.Verdict.ADOPT
+        mod._CACHE.clear()
+        emptied = build.stable(fingerprint_roots, roots)
+        judgement = build.judge(filled, emptied)
+        assert judgement.verdict is build.Verdict.UNDONE
+        assert any("_CACHE" in d.node for d in judgement.diffs)
+        starts = build.start_states(start)
+        assert build.judge(filled, emptied, starts=starts).verdict is build.Verdict.ADOPT
+    finally:
+        del sys.modules["flydeps_test_aba_judge"]
+
+
+def _raced_module(name: str) -> types.ModuleType:
+    """Like :func:`_module`, with a helper whose code or defaults can be swapped (``other``'s
+    code returns 'B'; ``('B',)`` as defaults returns 'B') and a data dict it reads."""
+    mod = _module(name)
+    exec(
+        "TABLE = {'k': ''}\n\ndef helper(v='A'):\n    return v + TABLE['k']\n\ndef other(v='A'):\n    return 'B'\n",
+        mod.__dict__,
+    )
+    return mod
+
+
+def _build_while_swapped(name: str, patch: str, unpatch: str) -> None:
+    """A build meets another thread's ``patch`` (then reads) and ``unpatch`` (before it ends):
+    its caller gets the mixed result, which is never kept: the next call builds again."""
+    mod = _raced_module(name)
+
+    @cached_factory
+    def make(race: bool) -> str:
+        return mod.read(race)
+
+    def swap() -> None:
+        mod.started.get()
+        exec(patch, {"mod": mod, "code": mod.helper.__code__})
+        mod.patched.put(1)
+        mod.read_done.get()
+        exec(unpatch, {"mod": mod, "code": saved_code})
+        mod.restored.put(1)
+        mod.patched.put(1)  # a second build passes straight through
+        mod.restored.put(1)
+
+    saved_code = mod.helper.__code__
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        assert make(True) != "A"  # the caller that started during the swap gets what it built
+        swapper.join()
+        assert make(True) == "A"  # not kept: built again, never the mixed result under A's key
+        assert make.cache_info().misses == 2
+    finally:
+        del sys.modules[name]
+
+
+def test_a_code_swap_put_back_during_the_build_is_not_kept() -> None:
+    """Issue 35 (threads/code_swapped): seen through the audit hook, on every version."""
+    _build_while_swapped("flydeps_aba_code", "mod.helper.__code__ = mod.other.__code__", "mod.helper.__code__ = code")
+
+
+def test_a_defaults_swap_put_back_during_the_build_is_not_kept() -> None:
+    """Issue 35 (threads/defaults_swapped)."""
+    _build_while_swapped("flydeps_aba_defaults", "mod.helper.__defaults__ = ('B',)", "mod.helper.__defaults__ = ('A',)")
+
+
+@pytest.mark.skipif(not _watch.TAGS, reason="PEP 509 tags are read on CPython 3.10/3.11 only")
+def test_a_dict_entry_set_and_put_back_during_the_build_is_not_kept() -> None:
+    """Issue 35 (threads/dict_entry): a dict bound as a data value has its tag read too."""
+    _build_while_swapped("flydeps_aba_dict", "mod.TABLE['k'] = 'B'", "mod.TABLE['k'] = ''")
+
+
+@pytest.mark.skipif(not __import__("flydeps")._audit.ENABLED, reason="FLYDEPS_AUDIT_HOOK=0")
+def test_a_function_assigned_by_the_builds_own_thread_is_no_race() -> None:
+    """Only other threads' assignments are races: a build swapping code itself is judged by
+    the state comparison (a code change), not discarded as raced."""
+    from flydeps import _audit
+
+    assigned = _audit.record_assignments()
+    try:
+        mod = _raced_module("flydeps_aba_own_code")
+        mod.helper.__defaults__ = ("A",)
+        done = threading.Event()
+
+        def assign() -> None:
+            mod.other.__defaults__ = ("A",)
+            done.set()
+
+        threading.Thread(target=assign).start()
+        done.wait()
+        assert id(mod.helper) not in assigned and id(mod.other) in assigned
+    finally:
+        _audit.stop_recording(assigned)
+        del sys.modules["flydeps_aba_own_code"]
+    late = threading.Thread(target=setattr, args=(mod.helper, "__defaults__", ("B",)))
+    late.start()
+    late.join()
+    assert assigned == {id(mod.other)}  # nothing after stop_recording

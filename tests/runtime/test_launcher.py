@@ -167,7 +167,7 @@ def test_data_global_drift_raises_naming_global_and_module(fdk, traces) -> None:
     assert "vadd" in err.consumer and "2" in err.old and "5" in err.new
     vadd.SCALE = 2  # restored: the old entry is valid again
     vadd.vadd(a, b, c, N)
-    assert traces == ["vadd"]
+    assert traces == ["vadd", "vadd"]  # one re-trace found the change in the IR (no launch)
 
 
 def test_drift_policy_rebuild_and_warn(fdk, traces, caplog, monkeypatch) -> None:
@@ -370,8 +370,9 @@ def test_globals_are_baselined_after_the_trace_finishes(fdk, traces) -> None:
     registry.logged_copy(a, c, N)
     assert traces == ["logged_copy"] and registry.logged_copy.cache_info().hits == 2
     registry.TRACED_SHAPES.append("edited by the user")
-    with pytest.raises(GlobalDriftError, match="TRACED_SHAPES"):
-        registry.logged_copy(a, c, N)
+    registry.logged_copy(a, c, N)  # nothing in the IR depends on it: one re-trace, kept
+    registry.logged_copy(a, c, N)
+    assert traces == ["logged_copy"] * 2 and registry.logged_copy.cache_info().hits == 4
 
 
 def test_concurrent_first_calls_trace_once(fdk, traces) -> None:

@@ -139,12 +139,25 @@ def test_users_own_change_still_raises_with_real_values(fdk, traces) -> None:
     shared.copy(a, c, N)
     shared.double(a, c, N)
     shared.REGISTRY.append("edited by the user")
+    shared.MEMO["copy"] = 32  # the block size copy's IR launches with
     with pytest.raises(GlobalDriftError) as err:
         shared.copy(a, c, N)
     # old: what copy was traced with (the managed write after it is not the reason)
-    assert err.value.name == "REGISTRY" and err.value.old == "['copy']"
-    assert err.value.new == "['copy', 'double', 'edited by the user']"
-    assert "['copy'] -> ['copy', 'double', 'edited by the user']" in str(err.value)
+    assert err.value.name == "MEMO" and err.value.old == "{'copy': 64}"
+    assert err.value.new == "{'copy': 32, 'double': 64}"
+    assert "{'copy': 64} -> {'copy': 32, 'double': 64}" in str(err.value)
+
+
+def test_users_change_that_never_reaches_the_ir_is_kept(fdk, traces) -> None:
+    """Under on_drift='raise', FlyDSL's IR decides (issue 35): a registry nothing in the IR
+    depends on, edited by the user, costs one re-trace of the entry, then hits."""
+    shared = _load(fdk)
+    a, c = _tensors()
+    shared.copy(a, c, N)
+    shared.REGISTRY.append("edited by the user")
+    shared.copy(a, c, N)
+    shared.copy(a, c, N)
+    assert traces == ["copy", "copy"] and shared.copy.cache_info().hits == 2
 
 
 def test_users_own_change_rebuilds_under_rebuild(fdk, traces) -> None:
@@ -194,8 +207,10 @@ def test_helper_rebound_while_the_trace_runs_is_not_kept(fdk, traces) -> None:
 def test_data_reset_to_a_state_managed_builds_started_from_is_adopted(fdk, traces) -> None:
     """A reload re-runs ``MEMO = {}`` and ``REGISTRY = []``: states from which the recorded
     managed-build writes lead to what each launcher was traced with. Undoing the builds' own
-    writes is no user change (no raise, no retrace, for both); a state no managed build went
-    through is one (it raises, with the launchers' default on_drift)."""
+    writes is no user change (no raise, for both): copy's trace started from them (kept, no
+    trace); double's trace read what copy's wrote, computed from inputs double never read,
+    so it is re-traced once and kept on the same IR (issue 35). A state no managed build
+    went through and that reaches the IR is a user's change (it raises, by default)."""
     shared = _load(fdk)
     a, c = _tensors()
     shared.copy(a, c, N)
@@ -204,8 +219,10 @@ def test_data_reset_to_a_state_managed_builds_started_from_is_adopted(fdk, trace
     shared.REGISTRY.clear()
     shared.copy(a, c, N)
     shared.double(a, c, N)
-    assert traces == ["copy", "double"]
-    assert shared.copy.cache_info().hits == 1 and shared.double.cache_info().hits == 1
-    shared.REGISTRY.append("user")
+    shared.double(a, c, N)
+    assert traces == ["copy", "double", "double"]
+    assert shared.copy.cache_info().hits == 1 and shared.double.cache_info().hits == 2
+    shared.MEMO.clear()
+    shared.MEMO["copy"] = 32  # a user's change that reaches copy's IR (its block size)
     with pytest.raises(GlobalDriftError):
         shared.copy(a, c, N)
