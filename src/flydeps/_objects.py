@@ -337,6 +337,24 @@ def library_wrapped(fn: FunctionType) -> object:
     return MISSING if is_external_type(type(current)) or is_c_callable(current) else current
 
 
+def library_innermost(fn: FunctionType) -> FunctionType:
+    """The library function a library ``functools.wraps`` wrapper stands for: ``__wrapped__``
+    followed through library functions to the last one (``fn`` itself when it wraps
+    nothing). A leaf is named by it, where the library defines it, as the static side names
+    it (a library's decorated ``def g`` is ``libmod.g``, not the decorator module's ``inner``;
+    flydsl_runtime's keyed ``get_rocm_arch`` is FlyDSL's)."""
+    seen = {id(fn)}
+    current = fn
+    while True:
+        inner = dict.get(current.__dict__, "__wrapped__", MISSING)
+        if type(inner) is not FunctionType or id(inner) in seen:
+            return current
+        if not _origin.is_external_module(function_module(inner)):  # type: ignore[arg-type]
+            return current
+        seen.add(id(inner))
+        current = inner  # type: ignore[assignment]
+
+
 def function_module(fn: FunctionType) -> str:
     """Where a function's code was defined: its globals' ``__name__`` (``functools.wraps``
     copies ``__module__`` onto wrappers; the globals keep the truth)."""

@@ -47,6 +47,7 @@ from ._objects import (
     is_c_callable,
     is_external_type,
     is_member_code,
+    library_innermost,
     library_wrapped,
     location,
     module_name,
@@ -358,6 +359,9 @@ class _Walker(NameResolver):
             wrapped = library_wrapped(fn)
             if wrapped is not MISSING:
                 return self._visit_library_wrapper(fn, wrapped, owner, hint)
+            inner = library_innermost(fn)
+            if inner is not fn:
+                return self.external(f"{function_module(inner)}.{inner.__qualname__}")
             return self.external(f"{module}.{fn.__qualname__}")
         qualname = digest_code.co_qualname if _CO_QUALNAME else function_qualname(fn, digest_code)
         defining = defining_class(fn, qualname)

@@ -693,6 +693,45 @@ def _reduce_max(a, b):
 def _reduce_min(a, b):
     return fx.minimum(a, b)
 """
+# A registry in one module, filled by a decorator that other modules import (the registry
+# pattern of kernel libraries: kernels/__init__ imports each kernel module to register it).
+_REGISTRY_MODULE = """
+REDUCERS = {}
+
+
+def register_reducer(name):
+    def wrap(fn):
+        REDUCERS[name] = fn
+        return fn
+
+    return wrap
+"""
+_REGISTERED_ELSEWHERE = """
+from fk import registry
+from fk.registry import register_reducer
+
+
+@register_reducer("sum")
+def reduce_sum(a, b):
+    return a + b
+
+
+@registry.register_reducer("max")
+def reduce_max(a, b):
+    return fx.maximum(a, b)
+
+
+def reduce_min(a, b):
+    return fx.minimum(a, b)
+"""
+_USES_REGISTRY = """
+import fk.reducers  # registers the reducers
+from fk.registry import REDUCERS
+"""
+_REGISTRY_FILES = {
+    "fk/registry.py": _REGISTRY_MODULE,
+    "fk/reducers.py": "import flydsl.expr as fx\n" + _REGISTERED_ELSEWHERE,
+}
 _LOOP_FILL = """
 def _make_cvt(bits):
     def cvt(x):
@@ -794,6 +833,36 @@ FAMILY_3 = [
         '_REDUCERS["sum"]',
         (N, "_REDUCERS[name] = fn", "_REDUCERS[name] = fx.inline(fn)"),
         "change",
+    ),
+    Case(
+        3,
+        "registering decorator imported from another module",
+        _USES_REGISTRY,
+        'REDUCERS["sum"]',
+        ("fk/reducers.py", "return a + b", "return b + a"),
+        "change",
+        extra=_REGISTRY_FILES,
+        written="after-tuning",
+    ),
+    Case(
+        3,
+        "registered elsewhere through the module's attribute",
+        _USES_REGISTRY,
+        'REDUCERS["max"]',
+        ("fk/reducers.py", "fx.maximum(a, b)", "fx.maximum(b, a)"),
+        "change",
+        extra=_REGISTRY_FILES,
+        written="after-tuning",
+    ),
+    Case(
+        3,
+        "unregistered neighbour of registered code elsewhere",
+        _USES_REGISTRY,
+        'REDUCERS["sum"]',
+        ("fk/reducers.py", "fx.minimum(a, b)", "fx.minimum(b, a)"),
+        "same",
+        extra=_REGISTRY_FILES,
+        written="after-tuning",
     ),
     Case(3, "filled in a loop", _LOOP_FILL, "CONVERTERS[16]", (N, "x.bitcast(bits)", "x.bitcast(bits * 2)"), "change"),
     Case(3, "dict.update", _UPDATE, "_ALIASES[dtype_str]", (N, '"bfloat"', '"bfloat16"'), "change"),

@@ -392,6 +392,86 @@ CASES: dict[str, tuple[dict[str, str], dict[str, list[str]]]] = {
             ],
         },
     ),
+    # A dict entry replaced at a constant key replaces the old value only where nothing
+    # could have read the old one since the display (issue 37); otherwise both stay.
+    "a dict entry replaced before anything could read it: only the new value": (
+        {
+            "main.py": """
+                def f(): pass
+                def g(): pass
+
+                T = {"a": f, "b": f}
+                def later():
+                    T["a"]()
+                T["a"] = g
+                later()
+            """
+        },
+        {"main": ["main.later"], "main.later": ["main.g"]},
+    ),
+    "a dict entry replaced after it was read, aliased, or in a branch: both values": (
+        {
+            "main.py": """
+                def f(): pass
+                def g(): pass
+                def h(): pass
+                def k(): pass
+
+                READ = {"a": f}
+                held = READ["a"]
+                READ["a"] = g
+                ALIASED = {"a": h}
+                other = ALIASED
+                ALIASED["a"] = g
+                BRANCH = {"a": k}
+                if held:
+                    BRANCH["a"] = g
+
+                def run():
+                    held()
+                    other["a"]()
+                    BRANCH["a"]()
+
+                run()
+            """
+        },
+        {"main": ["main.run"], "main.run": ["main.f", "main.g", "main.h", "main.k"]},
+    ),
+    "an entry copied from another, which is then replaced: the copy keeps the old value": (
+        {
+            "main.py": """
+                def f(): pass
+                def g(): pass
+                def h(): pass
+
+                T = {"a": f, "b": g}
+                T["a"] = T["b"]
+                T["b"] = h
+                def run():
+                    T["a"]()
+                    T["b"]()
+                run()
+            """
+        },
+        {"main": ["main.run"], "main.run": ["main.g", "main.h"]},
+    ),
+    "a dict entry replaced after a call that may read it: both values": (
+        {
+            "main.py": """
+                def f(): pass
+                def g(): pass
+
+                T = {"a": f}
+                def peek():
+                    T["a"]()
+                peek()
+                T["a"] = g
+                def run():
+                    T["a"]()
+            """
+        },
+        {"main": ["main.peek"], "main.peek": ["main.f", "main.g"], "main.run": ["main.f", "main.g"]},
+    ),
 }
 
 

@@ -65,7 +65,7 @@ def test_suite_covers_every_category() -> None:
     for case in CASES:
         counts[case.category] += 1
     assert sorted(counts) == sorted(CATEGORIES)
-    assert all(3 <= n <= 6 for n in counts.values()), dict(counts)
+    assert all(3 <= n <= 8 for n in counts.values()), dict(counts)  # no category dominates the pooled score
 
 
 def test_scorer_counts_edges() -> None:

@@ -43,6 +43,13 @@ class ExpressionWalker:
         # Names some function rebinds with ``global``/``nonlocal``: never versioned.
         self.rebound = {n for info in infos.values() for n in (*info.globals, *info.nonlocals)}
         self._version = 0
+        # Dict displays with constant keys only: container -> key -> the indices of the
+        # facts that store its values (a later store at that key may replace them), the
+        # display node -> its container, and the facts so replaced (left out of the result).
+        self.dict_keys: dict[int, dict[str, list[int]]] = {}
+        self.dict_nodes: dict[int, int] = {}
+        self.dropped: set[int] = set()
+        self.read_keys: dict[int, set[str]] = {}  # container -> keys read while it was fresh
 
     # -- recording ---------------------------------------------------------------------
     def expr_entry(self, op: str, text: str = "", operands: tuple[int, ...] = ()) -> int:
@@ -352,12 +359,21 @@ class ExpressionWalker:
 
     def expr_Dict(self, node: ast.Dict, scope: Scope) -> int:
         cid = self.expr_entry("cont")
+        keys: dict[str, list[int]] | None = {}
         for key, item in zip(node.keys, node.values, strict=True):
             self.expr(key, scope)
             value = self.expr(item, scope)
             if key is None and value is not None:  # ``{**other}``
                 value = self.expr_entry("sub", "", (value,))
-            self.assign(f"e\0{cid}\0{literal_key(key) or '?'}", value)
+            literal = literal_key(key)
+            if keys is not None and literal:
+                keys.setdefault(literal, []).extend([len(self.facts)] if value is not None else [])
+            else:
+                keys = None
+            self.assign(f"e\0{cid}\0{literal or '?'}", value)
+        if keys is not None:
+            self.dict_keys[cid] = keys
+            self.dict_nodes[id(node)] = cid
         return cid
 
     def comprehension(self, node: ast.comprehension, scope: Scope) -> None:

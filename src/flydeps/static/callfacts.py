@@ -56,7 +56,7 @@ class FlowFacts(NamedTuple):
 #: Version of the stored form of :class:`FlowFacts` (the parse cache keeps one entry of
 #: facts per file content next to its summary: :mod:`flydeps.static.parse`). The kind of
 #: those entries also carries a digest of the extractor's modules, so editing it is enough.
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 _ENTRY_SHAPE = Fixed(Str, Str, Seq(Int))
 #: Field-by-field validation of a stored :class:`FlowFacts` (see :mod:`flydeps.static.store`).
 FACTS_SHAPE = Record(FlowFacts, Seq(_ENTRY_SHAPE), Seq(_ENTRY_SHAPE), Seq(Fixed(Str, Str, Str)))

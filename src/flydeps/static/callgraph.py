@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from .callexprs import ExpressionWalker
 from .callfacts import MODULE, FlowFacts
-from .callscopes import Scope, decorator_flag, scope_infos, signature_text
+from .callscopes import Scope, decorator_flag, literal_key, scope_infos, signature_text
 
 __all__ = ["EXTRACTOR_MODULES", "flow_facts"]
 
@@ -33,7 +33,84 @@ def flow_facts(tree: ast.Module) -> FlowFacts:
         walker.body(tree.body, module)
     except RecursionError:  # a pathological expression: the facts found so far still hold
         pass
-    return FlowFacts(tuple(walker.exprs), tuple(walker.facts), tuple(walker.scopes))
+    facts = tuple(f for i, f in enumerate(walker.facts) if i not in walker.dropped)
+    return FlowFacts(tuple(walker.exprs), facts, tuple(walker.scopes))
+
+
+# Statements that run no code of their own besides the expressions :func:`_spoil` checks.
+_QUIET = (ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.Expr, ast.Pass, ast.Global)
+
+
+def _spoil(stmt: ast.stmt, scope: Scope, read: dict[int, set[str]]) -> None:
+    """Before ``stmt`` runs: a fresh dict it rebinds, stores into or reads whole is no longer
+    fresh; an entry it reads at a constant key (``N["b"]``, a plain dict lookup that runs no
+    code) is noted in ``read`` (that entry can no longer be replaced); every dict stops being
+    fresh when the statement may run code (a call, an import, an attribute or operator that
+    may run a method, a class body...), which could read the old entries."""
+    if not isinstance(stmt, _QUIET):
+        scope.fresh.clear()
+        return
+    targets: list[ast.expr] = []
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):  # the body runs later
+        args = stmt.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        parts = [*stmt.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d is not None)]
+        parts += [a.annotation for a in every if a is not None and a.annotation is not None]
+        parts += [stmt.returns] if stmt.returns is not None else []
+        targets = [ast.Name(stmt.name)]
+    elif isinstance(stmt, ast.Assign):
+        parts, targets = [stmt.value], list(stmt.targets)
+    elif isinstance(stmt, ast.AnnAssign):
+        parts, targets = [stmt.annotation, *([stmt.value] if stmt.value is not None else [])], [stmt.target]
+    elif isinstance(stmt, ast.Expr):
+        parts = [stmt.value]
+    else:
+        parts = []
+    reads: list[tuple[str, str]] = []
+    if not all(_inert(part, scope.fresh, reads) for part in parts) or not all(_stores(t, scope) for t in targets):
+        scope.fresh.clear()
+        return
+    for name, key in reads:
+        if name in scope.fresh:
+            read.setdefault(scope.fresh[name], set()).add(key)
+
+
+def _stores(target: ast.expr, scope: Scope) -> bool:
+    """A store target that runs no code (a name; an entry of a fresh dict, which is then no
+    longer fresh); False for anything else."""
+    if isinstance(target, ast.Name):
+        scope.fresh.pop(target.id, None)
+        return True
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in scope.fresh:
+        if literal_key(target.slice):
+            scope.fresh.pop(target.value.id)
+            return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_stores(e, scope) for e in target.elts)
+    return False
+
+
+def _inert(node: ast.expr, fresh: dict[str, int], reads: list[tuple[str, str]]) -> bool:
+    """Evaluating ``node`` runs no code and reads no fresh dict whole: names, constants,
+    displays, lambdas (whose bodies do not run; their defaults do), and an entry of a fresh
+    dict at a constant key (a plain dict lookup, noted in ``reads``)."""
+    if isinstance(node, ast.Name):
+        return node.id not in fresh
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in fresh:
+        key = literal_key(node.slice)
+        reads.append((node.value.id, key))
+        return bool(key)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_inert(e, fresh, reads) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        keys_inert = all(k is not None and _inert(k, fresh, reads) for k in node.keys)
+        return keys_inert and all(_inert(v, fresh, reads) for v in node.values)
+    if isinstance(node, ast.Lambda):
+        defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        return all(_inert(d, fresh, reads) for d in defaults)
+    return False
 
 
 class _Walker(ExpressionWalker):
@@ -42,11 +119,50 @@ class _Walker(ExpressionWalker):
     # -- statements --------------------------------------------------------------------
     def body(self, stmts: Iterable[ast.stmt], scope: Scope) -> None:
         for stmt in stmts:
+            if scope.fresh:
+                if self._replace_entry(stmt, scope):
+                    continue
+                _spoil(stmt, scope, self.read_keys)
             handler = getattr(self, "stmt_" + type(stmt).__name__, None)
             if handler is not None:
                 handler(stmt, scope)
             else:
                 self.generic(stmt, scope)
+            self._track_display(stmt, scope)
+
+    # -- a dict entry replaced in straight-line code -----------------------------------
+    def _track_display(self, stmt: ast.stmt, scope: Scope) -> None:
+        """``N = {"a": f, ...}`` (constant keys) in straight-line code: ``N`` is fresh."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            return
+        cid = self.dict_nodes.get(id(stmt.value))
+        name = stmt.targets[0].id
+        if cid is None or scope.depth or scope.loops or self.versioned(name, scope) is None:
+            return
+        scope.fresh[name] = cid
+
+    def _replace_entry(self, stmt: ast.stmt, scope: Scope) -> bool:
+        """``N["a"] = g`` on a fresh ``N``, in straight-line code, with a value whose
+        evaluation runs no code: the display's value at ``"a"`` is replaced (nothing could
+        have called it: since the display, no statement ran code or read ``N``)."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and not scope.depth and not scope.loops):
+            return False
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)):
+            return False
+        name, key = target.value.id, literal_key(target.slice)
+        cid = scope.fresh.get(name)
+        reads: list[tuple[str, str]] = []
+        if cid is None or not key or key in self.read_keys.get(cid, ()) or not _inert(stmt.value, scope.fresh, reads):
+            return False
+        for other, read in reads:  # ``N["a"] = N["b"]``: the value now at "b", which stays
+            self.read_keys.setdefault(scope.fresh[other], set()).add(read)
+        keys = self.dict_keys[cid]
+        self.dropped.update(keys.get(key, ()))
+        value = self.expr(stmt.value, scope)
+        keys[key] = [len(self.facts)] if value is not None else []
+        self.assign(f"e\0{cid}\0{key}", value)
+        return True
 
     def generic(self, node: ast.AST, scope: Scope) -> None:
         """Any other statement: its expressions (for the calls in them), then its bodies."""

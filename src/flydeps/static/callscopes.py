@@ -20,7 +20,7 @@ class Scope:
 
     __slots__ = (
         "name", "kind", "parent", "locals", "globals", "nonlocals", "lambdas", "code",
-        "versions", "constants", "depth", "loops",
+        "versions", "constants", "depth", "loops", "fresh",
     )  # fmt: skip
 
     def __init__(self, name: str, kind: str, parent: Scope | None) -> None:
@@ -36,6 +36,9 @@ class Scope:
         self.constants: dict[str, str] = {}
         self.depth = 0
         self.loops = 0
+        # Dict displays bound to a local in straight-line code that nothing could have read
+        # since (name -> the display's container): a store at a constant key replaces.
+        self.fresh: dict[str, int] = {}
         # The caller of what this scope's statements call: a class body is a caller of its
         # own, named by the class (as in PyCG), though it runs in its enclosing code.
         self.code: Scope = self

@@ -98,6 +98,9 @@ class FlowState:
             if kind != "sig":
                 self.enqueue((name, number))
         for kind, text, _ in facts.facts:
+            if kind == "assign" and text.startswith("e\0"):  # a display's constant keys, known
+                _, cid, key = text.split("\0")  # up front: ``d["a"]`` never reads other keys while
+                self.keys[(name, cid)].add(key)  # its own are still to be stored
             if kind == "sig":
                 qual, flags, params = text.split("\0")
                 sig = self.sigs[(name, qual)] = Signature(flags, params)

@@ -193,7 +193,7 @@ class _Builder(GraphBuilder):
             self.add(nid, NodeKind.MODULE, _digest("module", target.module))
             return nid
         if target.kind in ("external", "builtin"):
-            return self.external(target.dotted)
+            return self.external(target.defined or target.dotted)
         return self.unresolved(src, label, target.reason)
 
     # -- code ------------------------------------------------------------------------
@@ -290,7 +290,7 @@ class _Builder(GraphBuilder):
         library base class (then it is that library's leaf) or an unresolvable one."""
         for base in self.index.mro(cls):
             if base.kind in ("external", "builtin") and base.dotted != "builtins.object":
-                return Target("external", dotted=f"{base.dotted}.{attr}")
+                return Target("external", dotted=f"{base.defined or base.dotted}.{attr}")
             if base.kind == "unresolved":
                 return unresolved(f"not on the class; may come from a base class that is unresolved: {base.reason}")
         if attr in _OBJECT_ATTRIBUTES:  # self.__class__, self.__dict__, ...

@@ -41,7 +41,7 @@ __all__ = ["ResultCache", "request_key"]
 
 _T = TypeVar("_T")
 
-_VERSION = b"flydeps-static-result-v6"
+_VERSION = b"flydeps-static-result-v7"
 _EDGE_KINDS = {k.value: k for k in EdgeKind}
 _NODE_KINDS = {k.value: k for k in NodeKind}
 _KIND: dict[object, str] = {k: k.value for k in (*NodeKind, *EdgeKind)}

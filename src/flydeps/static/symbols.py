@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .. import settings
+from .libnames import canonical
 from .project import ModuleFile, Project, resolve_relative
 from .summary import (
     Binding,
@@ -102,7 +103,11 @@ class Target(NamedTuple):
     the (module, name) namespace entry a value was read from when it is not where the value
     is defined (``from .a import TABLE``): the runtime names value nodes by that entry.
     ``fallback`` names a module-level entry that an ``except ImportError`` handler binds
-    again (``try: from lib import f`` / ``except ImportError: def f``).
+    again (``try: from lib import f`` / ``except ImportError: def f``). A library name
+    bound in a project namespace keeps ``dotted`` as imported (the call graph's name, as
+    PyCG's) and gets ``defined``, where the library defines it (:mod:`.libnames`; the
+    dependency graph's leaf, as the runtime names the object it finds there); ``stop``: a
+    chain through it ends there.
     """
 
     kind: str
@@ -114,11 +119,22 @@ class Target(NamedTuple):
     owner: tuple[str, str] | None = None
     home: tuple[str, str] | None = None
     fallback: tuple[str, str] | None = None  # (module, name) bound again by ``except ImportError``
+    defined: str = ""  # a library name where the library defines it (the digest graph's leaf)
+    stop: bool = False  # ``defined`` is a function, class or value: attributes are its own
 
 
 def _own_value(target: Target, module: str, name: str) -> Target:
     """A value binding that is not the name's last one is a node of its own."""
     return target._replace(home=(module, name)) if target.kind == "value" else target
+
+
+def library_target(dotted: str) -> Target:
+    """Library name ``dotted`` bound in a project namespace, named where the library
+    defines it; a function, class or value ends a chain (:mod:`.libnames`)."""
+    found = canonical(dotted)
+    if found.kind == "path":
+        return Target("external", dotted=dotted)
+    return Target("external", dotted=dotted, defined=found.dotted, stop=found.kind in ("def", "value"))
 
 
 def unresolved(reason: str) -> Target:
@@ -166,6 +182,9 @@ class Index:
         self._patches: dict[tuple[str, str, str], list[tuple[str, ValueBinding]]] = {}
         self._patched_modules: set[str] = set()  # modules whose patches are in ``_patches``
         self._lazy: dict[tuple[str, str], list[Target]] = {}  # PEP 562 alternatives, by (module, name)
+        # Defs and classes another module's decorator registers, by the (module, name) it fills.
+        self._registered: dict[tuple[str, str], list[Target]] = {}
+        self._registering_modules: set[str] = set()  # modules whose decorators were read
         # Absolute imports of modules that are neither project modules nor installed:
         # module -> (path, line) of the first import (reported as diagnostics).
         self.missing: dict[str, tuple[str, int]] = {}
@@ -250,7 +269,7 @@ class Index:
         if source is None:
             outside = star.level == 0 or self.project.is_extension(base)
             claim = outside and (attribute or name not in _BUILTINS)
-            return Target("external", dotted=f"{base}.{name}") if claim else None
+            return library_target(f"{base}.{name}") if claim else None
         if source.summary.all_names is not None:
             return self.lookup(base, name, seen) if name in source.summary.all_names else None
         # No __all__: every public name of its namespace, including its own star imports.
@@ -272,7 +291,8 @@ class Index:
             if head == name:  # ``TimeoutError = TimeoutError``: the name as it was before (stars, builtins)
                 before = self._star_lookup(loaded, head, seen) or self._builtin(head)
                 return self.follow(before, tuple(rest), head, seen)[0]
-            return self.resolve_dotted(loaded.name, text, seen)[0]
+            found = self.resolve_dotted(loaded.name, text, seen)[0]
+            return library_target(found.dotted) if found.kind == "external" and not found.stop else found
         return Target("value", module=loaded.name, qualname=name, binding=binding)
 
     @staticmethod
@@ -302,7 +322,8 @@ class Index:
             return Target("external", dotted=sub)  # compiled code inside the project: a leaf
         if self.module(base) is not None or imp.level:
             return unresolved(f"module {base} has no name {imp.name}")
-        return self._installed_or_missing(loaded, imp, Target("external", dotted=sub))
+        found = self._installed_or_missing(loaded, imp, Target("external", dotted=sub))
+        return library_target(sub) if found.kind == "external" else found
 
     def _installed_or_missing(self, loaded: LoadedModule, imp: ImportBinding, target: Target) -> Target:
         """An absolute import of a library must name an installed one: anything else is
@@ -341,7 +362,7 @@ class Index:
                 found = self._star_lookup(loaded, name, seen, attribute=True)
             return found or unresolved(f"module {target.module} has no attribute {name}")
         if target.kind in ("external", "builtin"):
-            return Target("external", dotted=f"{target.dotted}.{name}")
+            return None if target.stop else Target("external", dotted=f"{target.defined or target.dotted}.{name}")
         if target.kind == "class":
             return self.member(target, name, seen=seen)
         return None
@@ -407,7 +428,35 @@ class Index:
             target = _at_home(self.binding_target(loaded, name, other), module, name)
             out.append((_own_value(target, module, f"{name}#alt.{n}"), "alternative"))
         out.extend((t, "alternative") for t in self._lazy.get((module, name), ()))
+        out.extend((t, "alternative") for t in self.registrations_of(module, name))
         return out
+
+    def registrations_of(self, module: str, name: str) -> list[Target]:
+        """Module-level defs and classes of the other loaded modules decorated by a function
+        of ``module`` that stores into its ``name`` (``@register_reducer("sum")`` imported
+        from the registry module: what the decorator inserts into ``REDUCERS``)."""
+        self.module(module)
+        for loaded in list(getattr(self._load, "loaded", {}).values()):
+            if loaded is None or loaded.name in self._registering_modules:
+                continue
+            self._registering_modules.add(loaded.name)
+            decorated = [("def", c.qualname, c.decorators) for c in loaded.summary.codes if not c.parent]
+            decorated += [("class", c.qualname, c.decorators) for c in loaded.summary.classes if "." not in c.qualname]
+            for kind, qual, decorators in decorated:
+                for text in decorators:
+                    self._register(loaded.name, kind, qual, text)
+        return self._registered.get((module, name), [])
+
+    def _register(self, module: str, kind: str, qual: str, decorator: str) -> None:
+        hook = self.resolve_dotted(module, decorator)[0] if decorator else unresolved("")
+        home = self.module(hook.module) if hook.kind == "def" and hook.module != module else None
+        if home is None:
+            return
+        inner = hook.qualname + ".<locals>."
+        for filled, bindings in home.alternatives.items():
+            writers = [b.qualname for b in bindings if isinstance(b, DefBinding)]
+            if any(q == hook.qualname or q.startswith(inner) for q in writers):
+                self._registered.setdefault((home.name, filled), []).append(Target(kind, module=module, qualname=qual))
 
     def patches_of(self, module: str, cls_qual: str, attr: str) -> list[tuple[str, ValueBinding]]:
         """``Cls.attr = value`` statements (in any loaded module) that patch class
