@@ -14,6 +14,14 @@ Each figure is the best of ``--repeat`` wall times. Both implementations must ag
 nothing changes, else the benchmark stops.
 
 Usage: python benchmarks/bench_migrate.py [--lines-per-module 570] [--repeat 1] [--before HEAD]
+
+``--tree DIR`` (issue 38) times the CLI instead on a copy of a real directory (FlyDSL's
+``kernels/``), for this tree and, with ``--before REV``, for the package at ``REV``
+(``git archive``, run from a scratch directory), each in fresh interpreters with an empty
+cache directory of its own: a cold dry run, a cold ``--write``, then ``--check`` twice
+(nothing left to change). Wall time and the CPU time of the command and its children.
+
+Usage: python benchmarks/bench_migrate.py --tree /tmp/fkX/kernels [--before HEAD]
 """
 
 from __future__ import annotations
@@ -88,13 +96,71 @@ def _cli(tree: Path, repeat: int) -> float:
     return best
 
 
+def _run_cli(src: Path, cwd: Path, cache: Path, argv: list[str]) -> tuple[float, float, int, str]:
+    """Wall and CPU seconds, exit status and last stderr line of ``flydeps ARGV`` run from ``src``."""
+    import resource
+
+    env = dict(os.environ, PYTHONPATH=str(src), FLYDEPS_CACHE_DIR=str(cache))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "flydeps", *argv], cwd=cwd, env=env, capture_output=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return wall, cpu, done.returncode, lines[-1] if lines else ""
+
+
+def _tree_mode(tree: Path, before: str | None) -> None:
+    import shutil
+
+    tree = tree.resolve()
+    with tempfile.TemporaryDirectory() as scratch:
+        sources = [("this tree", ROOT / "src")]
+        if before:
+            target = Path(scratch) / "before"
+            target.mkdir()
+            archive = subprocess.run(["git", "archive", before, "src"], cwd=ROOT, capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+            sources.insert(0, (f"before ({before})", target / "src"))
+        rows = []
+        for label, src in sources:
+            work = Path(scratch) / label.split()[0]
+            shutil.copytree(tree, work / tree.name)
+            cache = work / "cache"
+            steps = [
+                ("cold dry run", ["migrate", tree.name], True),
+                ("cold --write", ["migrate", "--write", tree.name], True),
+                ("no-op --check (right after --write)", ["migrate", "--check", tree.name], False),
+                ("no-op --check (again)", ["migrate", "--check", tree.name], False),
+            ]
+            for step, argv, cold in steps:
+                if cold and cache.exists():
+                    shutil.rmtree(cache)
+                wall, cpu, status, last = _run_cli(src, work, cache, argv)
+                rows.append((label, step, wall, cpu, status, last))
+                print(f"{label}: {step}: {wall:.1f} s wall, {cpu:.1f} s CPU, exit {status} ({last})", file=sys.stderr)
+    files = sum(1 for _ in tree.rglob("*.py"))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"`flydeps migrate` on {tree.name}/ ({files} files); {cpus} CPUs; CPython {sys.version.split()[0]}; ")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end\n")
+    print("| implementation | run | wall time | CPU time | exit | last line |")
+    print("|---|---|---:|---:|---:|---|")
+    for label, step, wall, cpu, status, last in rows:
+        print(f"| {label} | {step} | {wall:.1f} s | {cpu:.1f} s | {status} | {last} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=None, help="time the CLI on a copy of this directory")
     parser.add_argument("--modules", type=int, default=100)
     parser.add_argument("--lines-per-module", type=int, default=570)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--before", default="HEAD", help="git revision of the implementation to compare with")
     args = parser.parse_args()
+    if args.tree is not None:
+        _tree_mode(args.tree, args.before if "--before" in sys.argv else None)
+        return
     with tempfile.TemporaryDirectory() as scratch:
         count, lines = generate(Path(scratch), args.modules, args.lines_per_module)
         tree = Path(scratch) / "synthrepo"

@@ -21,6 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .settings import SettingError, validate
 
@@ -29,7 +30,6 @@ __all__ = ["main"]
 log = logging.getLogger("flydeps.cli")
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_EXAMPLE = Path("examples") / "kernels"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,16 +39,28 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flydeps", description="What FlyDSL kernels depend on, from source only.")
     parser.add_argument("--version", action="version", version=f"flydeps {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    completion = sub.add_parser(
+        "completion",
+        help='print a shell completion script: eval "$(flydeps completion bash)" (or zsh, tcsh)',
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"))
     graph = sub.add_parser("graph", parents=[common], help="dependency graph of every factory/kernel/launcher in PATH")
     graph.add_argument(
-        "paths", nargs="*", metavar="PATH[::QUALNAME]", help="files or directories (default: the bundled example)"
+        "paths", nargs="*", metavar="PATH[::QUALNAME]", help="files or directories (default: the current directory)"
     )
     _add_root(graph)
     from .static.report import FORMATS
 
     graph.add_argument("--format", choices=sorted(FORMATS), default="tree")
     graph.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    graph.add_argument("--externals", action="store_true", help="list library calls one per line in the tree")
+    graph.add_argument(
+        "--externals",
+        nargs="?",
+        const="show",
+        choices=("show", "collapse", "hide"),
+        help="library leaves: show each (tree: one per line), collapse them (the default: one line in the tree, "
+        "one node per library in dot/mermaid) or hide them (--externals alone: show)",
+    )
     graph.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     graph.add_argument("--legend", action="store_true", help="end the tree with what each column and marker means")
     graph.add_argument(
@@ -67,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", parents=[common], help="factories/kernels whose digest differs between git revisions")
     diff.add_argument("revs", nargs="+", metavar="REV", help="REV (vs the working tree) or REV REV2; then -- PATH...")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+    diff.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when any root changed, 0 when none did (as git diff --exit-code: a CI step for "
+        "'which AOT entries must be rebuilt')",
+    )
     _add_root(diff)
     migrate = sub.add_parser("migrate", help="rewrite lru_cache compile factories and flydsl.compiler imports (libcst)")
     migrate.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (at least one)")
@@ -114,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-artifacts", action="store_true", help="do not look for each row's FlyDSL artifact (faster)"
     )
     aot_list.add_argument("-v", "--verbose", action="store_true", help="log what the listing does")
+    _add_cache_parser(sub)
     return parser
 
 
@@ -175,13 +194,6 @@ def _report(diagnostics: Sequence[object]) -> int:
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def _default_paths() -> list[str] | None:
-    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if (base / _EXAMPLE).is_dir():
-            return [os.path.relpath(base / _EXAMPLE)]
-    return None
-
-
 def _write(text: str, output: str | None) -> bool:
     """Write the report; False (after logging why) when ``-o FILE`` cannot be written."""
     if not output:
@@ -199,9 +211,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from .static.analyze import analyze
     from .static.report import ReportOptions, format_graph
 
-    paths = args.paths or _default_paths()
-    if not paths:
-        raise _UsageError("flydeps graph: no PATH given and no bundled example found; pass a file or directory")
+    paths = args.paths or ["."]  # as ruff and pytest do: the current directory
     if args.legend and args.format != "tree":
         raise _UsageError(f"flydeps graph: --legend explains the tree format, not {args.format}; drop one of them")
     if args.calls and args.format in ("dot", "mermaid"):
@@ -212,7 +222,14 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     colour = args.color == "always" or (
         args.color == "auto" and not args.output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
-    options = ReportOptions(colour=colour, expand_external=args.externals, legend=args.legend, calls=result.calls)
+    externals = args.externals or "collapse"
+    options = ReportOptions(
+        colour=colour,
+        expand_external=externals == "show",
+        legend=args.legend,
+        calls=result.calls,
+        externals=externals,
+    )
     text = format_graph(args.format, result.graph, result.digests, result.diagnostics, options)
     if not _write(text, args.output):
         return EXIT_USAGE
@@ -287,33 +304,86 @@ def _cmd_diff(args: argparse.Namespace, paths: list[str]) -> int:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(render_diff(result))
-    return _report(result.diagnostics)
+    status = _report(result.diagnostics)
+    return 1 if status == 0 and args.exit_code and result.changes else status
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from .static.migrate import migrate_paths
+    from .static.migrate_state import Memo
 
     changed: list[str] = []
     diagnostics: list[object] = []
-    for migration in migrate_paths(args.paths, skip_delegating=args.skip_delegating):
-        for warning in migration.warnings:
-            log.warning("%s", warning)
-        log.debug("%s: %s", migration.path, "changes" if migration.changed else type(migration.result).__name__)
-        if migration.traceback:
-            log.debug("%s", migration.traceback)
-        problem = migration.problem or (migration.write() if args.write else None)
-        if problem is not None:
-            diagnostics.append(problem)
-        elif migration.changed:
-            changed.append(migration.path)
-            if args.write:
-                log.info("rewrote %s", migration.path)
-            else:
-                sys.stdout.write(migration.diff())
+    remaining: list[object] = []
+    memo = Memo.open(f"skip_delegating={bool(args.skip_delegating)}")
+    progress = _Progress("flydeps migrate") if sys.stderr.isatty() else None
+    try:
+        for migration in migrate_paths(
+            args.paths, skip_delegating=args.skip_delegating, memo=memo, seed=args.write, progress=progress
+        ):
+            if progress is not None:
+                progress.clear()
+            for warning in migration.warnings:
+                log.warning("%s", warning)
+            for note in migration.kept:
+                log.info("%s", note)
+            for left in migration.remaining:
+                (log.error if args.check else log.warning)("%s", left)
+                remaining.append(left)
+            log.debug("%s: %s", migration.path, "changes" if migration.changed else type(migration.result).__name__)
+            if migration.traceback:
+                log.debug("%s", migration.traceback)
+            problem = migration.problem or (migration.write() if args.write else None)
+            if problem is not None:
+                diagnostics.append(problem)
+            elif migration.changed:
+                changed.append(migration.path)
+                if args.write:
+                    log.info("rewrote %s", migration.path)
+                else:
+                    sys.stdout.write(migration.diff())
+    finally:
+        if progress is not None:
+            progress.clear()
+    if args.write and changed:  # the next --check then finds the analysis of the written files cached
+        from .static.migrate_state import kernel_reaching_caches
+
+        kernel_reaching_caches(args.paths)
     status = _report(diagnostics)
     files = f"{len(changed)} file{'' if len(changed) == 1 else 's'}"
     log.info("%s %s", files, "changed" if args.write else "would change")
-    return status or (EXIT_PROBLEMS if args.check and changed else EXIT_OK)
+    if remaining:
+        log.info(
+            "%d cache%s reach%s a kernel or launcher and stay%s lru_cache (listed above)",
+            len(remaining),
+            *(("", "es", "s") if len(remaining) == 1 else ("s", "", "")),
+        )
+    log.debug("migrate memo: %d hits, %d misses", memo.hits, memo.misses)
+    return status or (EXIT_PROBLEMS if args.check and (changed or remaining) else EXIT_OK)
+
+
+class _Progress:
+    """``label: done/total files`` on stderr (a terminal), redrawn with a carriage return,
+    shown once the run has taken more than two seconds."""
+
+    def __init__(self, label: str, delay: float = 2.0) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.label, self.start, self.delay, self.shown = label, self.clock(), delay, False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.clock() - self.start < self.delay or total == 0:
+            return
+        sys.stderr.write(f"\r{self.label}: {done}/{total} files ({100 * done // total}%)")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
 
 
 def _options_after(parser: argparse.ArgumentParser, command: str, after: list[str]) -> tuple[list[str], list[str]]:
@@ -399,16 +469,18 @@ def _run(argv: list[str]) -> int:
             args = parser.parse_args([*argv, *options])
     except SystemExit as exc:
         return int(exc.code or 0) and EXIT_USAGE
-    _setup_logging(args.verbose)
+    _setup_logging(getattr(args, "verbose", False))
     if args.command == "hash":
         targets = [*([args.target] if args.target is not None else []), *after]
         if len(targets) != 1:
             raise _UsageError("flydeps hash: give exactly one PATH::QUALNAME (after -- if PATH starts with -)")
         args.target = targets[0]
-    elif after and args.command != "diff":
+    elif after and args.command not in ("diff", "completion"):
         args.paths = [*args.paths, *after]
     if args.command == "migrate" and not args.paths:
         raise _UsageError("flydeps migrate: give at least one PATH (a file or a directory)")
+    if args.command == "completion":
+        return _cmd_completion(args, parser)
     if args.command == "graph":
         return _cmd_graph(args)
     if args.command == "hash":
@@ -417,7 +489,18 @@ def _run(argv: list[str]) -> int:
         return _cmd_migrate(args)
     if args.command == "aot":
         return _cmd_aot_list(args) if args.aot_command == "list" else _cmd_aot_build(args)
+    if args.command == "cache":
+        return _cmd_cache(args)
     return _cmd_diff(args, after)
+
+
+def _cmd_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The completion script for ``args.shell``, generated from this parser by shtab (so it
+    never lags behind the commands and options)."""
+    import shtab
+
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
+    return EXIT_OK
 
 
 def _cmd_aot_build(args: argparse.Namespace) -> int:
@@ -486,6 +569,93 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
         head += f"; {_plural(len(found.bad), 'bad row')} not listed (named on stderr)" if found.bad else ""
         sys.stdout.write("\n".join([head, *(r.line() for r in rows)]) + "\n")
     return EXIT_PROBLEMS if missing or found.bad else EXIT_OK
+
+
+if TYPE_CHECKING:
+    from .caches import CacheStats
+
+
+def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    """``flydeps cache stats|clear|prune`` (:mod:`flydeps.caches`)."""
+    from .caches import NAMES
+
+    cache = sub.add_parser("cache", help="show, clear or prune flydeps' caches (as ccache -s, -C, -M)")
+    cache_sub = cache.add_subparsers(dest="cache_command", metavar="{stats,clear,prune}", required=True)
+    names = f"caches to act on: {', '.join(NAMES)} (default: all)"
+    stats = cache_sub.add_parser("stats", help="each cache's location, entries, bytes, limit, oldest and newest use")
+    stats.add_argument("--json", action="store_true", help="one JSON document (schema flydeps.cache-stats/1)")
+    clear = cache_sub.add_parser("clear", help="delete every entry (safe while other processes use the caches)")
+    prune = cache_sub.add_parser("prune", help="delete least recently used entries until each cache is within limit")
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="the limit for each cache named, e.g. 500M or 2G (default: its setting)"
+    )
+    for parser in (stats, clear, prune):
+        parser.add_argument("names", nargs="*", metavar="NAME", help=names)
+        parser.add_argument("-v", "--verbose", action="store_true", help="log what is deleted and kept")
+        parser.set_defaults(paths=[])  # what follows ``--``: more names
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """``flydeps cache``: stats (text or JSON), or what clear/prune deleted, on stdout; 2 for
+    a bad name or size or an untrusted cache directory (nothing deleted), 1 when a cache
+    could not be read (stats) or an entry had to be kept (in use)."""
+    from . import caches
+
+    names = [*args.names, *args.paths]
+    try:
+        if args.cache_command == "stats":
+            found = caches.stats(names)
+            for s in found:
+                if s.problem is not None:
+                    log.error("flydeps cache: %s: %s", s.name, _shown(s.problem))
+            if args.json:
+                import json
+
+                sys.stdout.write(json.dumps(caches.stats_document(found), indent=2) + "\n")
+            else:
+                sys.stdout.write(_cache_table(found))
+            return EXIT_PROBLEMS if any(s.problem for s in found) else EXIT_OK
+        if args.cache_command == "clear":
+            removed = caches.clear(names)
+        else:
+            size = None if args.max_size is None else caches.parse_size(args.max_size)
+            removed = caches.prune(names, size)
+    except caches.CacheError as exc:
+        raise _UsageError(f"flydeps cache {args.cache_command}: {_shown(str(exc))}") from None
+    for r in removed:
+        sys.stdout.write(f"{r.name}: {r.entries} entries, {_bytes(r.bytes)} deleted\n")
+        for note in r.notes:
+            log.warning("flydeps cache: %s: %s", r.name, _shown(note))
+        for problem in r.problems:
+            log.error("flydeps cache: %s: kept %s", r.name, _shown(problem))
+    return EXIT_PROBLEMS if any(r.problems for r in removed) else EXIT_OK
+
+
+def _cache_table(found: Sequence[CacheStats]) -> str:
+    import time
+
+    def when(t: float | None) -> str:
+        return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+    lines = []
+    for s in found:
+        lines.append(f"{s.name}: {s.what}")
+        lines.append(f"  location  {', '.join(s.locations)}")
+        lines.append(f"  entries   {s.entries}, {_bytes(s.bytes)} of {_bytes(s.limit)}")
+        lines.append(f"  used      {when(s.oldest)} .. {when(s.newest)}")
+    lines.append(f"total: {sum(s.entries for s in found)} entries, {_bytes(sum(s.bytes for s in found))}")
+    return "\n".join(lines) + "\n"
+
+
+def _bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    size, unit = float(n), "B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if size < 1024:
+            break
+    return f"{size:.1f} {unit}"
 
 
 def _paths_in(argv: Sequence[str]) -> list[str]:

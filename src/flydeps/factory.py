@@ -39,19 +39,21 @@ between the two halves is at the top of ``src/flydeps/_fastcache.c``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, Protocol, TypeVar, overload
 
 from . import _audit, _environ, _logswitch, build, settings
 from ._environ import EMPTY, EnvReads
 from .drift import DriftPolicy, check_policy, decide
 from .fingerprint import Fingerprint, fingerprint_roots
 
-__all__ = ["FASTCACHE", "cached_factory"]
+__all__ = ["FASTCACHE", "CacheInfo", "CachedFactory", "cached_factory"]
 
 try:
     from . import _fastcache  # type: ignore[attr-defined]
@@ -63,6 +65,8 @@ FASTCACHE: bool = _fastcache is not None
 
 log = logging.getLogger("flydeps")
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 _KWD_MARK = object()
 
 
@@ -199,12 +203,34 @@ class _PyEntries:
         self.stats[1] += 1
 
 
+class CacheInfo(NamedTuple):
+    """``cache_info()``, as ``functools.lru_cache`` reports it (the same named tuple)."""
+
+    hits: int
+    misses: int
+    maxsize: int | None
+    currsize: int
+
+
+class CachedFactory(Protocol[R_co]):
+    """What ``@cached_factory`` makes, typed as ``functools.lru_cache``'s wrapper is: a
+    callable returning the factory's result, with the lru_cache methods."""
+
+    @property
+    def __wrapped__(self) -> Callable[..., R_co]: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R_co: ...
+    def cache_info(self) -> CacheInfo: ...
+    def cache_clear(self) -> None: ...
+    def cache_parameters(self) -> dict[str, Any]: ...
+
+
 @overload
-def cached_factory(maxsize: F, typed: bool = False) -> F: ...
+def cached_factory(maxsize: Callable[..., R], typed: bool = False) -> CachedFactory[R]: ...
 @overload
 def cached_factory(
     maxsize: int | None = 128, typed: bool = False, *, on_drift: DriftPolicy = "rebuild"
-) -> Callable[[F], F]: ...
+) -> Callable[[Callable[..., R]], CachedFactory[R]]: ...
 
 
 def cached_factory(maxsize: Any = 128, typed: bool = False, *, on_drift: DriftPolicy = "rebuild") -> Any:
@@ -255,6 +281,7 @@ class _FactoryCache:
         wrapper.cache_clear = self.cache_clear
         wrapper.cache_parameters = self.cache_parameters
         self.wrapper = wrapper
+        self.predecessor = _succeed(self)
 
     def _make_wrapper(self, entries: _PyEntries) -> Callable[..., Any]:
         # The Python hit path (no C extension, or FLYDEPS_FASTCACHE=0): the entry is read by
@@ -400,6 +427,12 @@ class _FactoryCache:
             build.finish(start)
         fp = build.stable(fingerprint_roots, ((self.func, None, self.root_id), (value, None, f"{self.root_id}#return")))
         judgement = build.settle(start)  # after fp: nothing can slip between verdict and baseline
+        previous = self.predecessor.pop(key, None) if self.predecessor else None
+        if previous is not None:  # built by the factory this one replaced (a reload): say what changed
+            reasons = fp.explain(previous)
+            causes = [r for r in reasons if f"{self.root_id}#return" not in r] or reasons  # not its result
+            shown = "; ".join(causes) if causes else "nothing it depends on changed"
+            _reason("rebuilt %s after a reload of its module: %s", self.name, shown)
         if judgement.verdict is build.Verdict.SAME or judgement.verdict is build.Verdict.ADOPT:
             entry = _Entry(value, fp, env.reads())
             with self.lock:
@@ -411,6 +444,28 @@ class _FactoryCache:
                 judgement.reasons(),
             )
         return value
+
+
+# The factory alive under each qualified name (``module:qualname``): a factory created under
+# a name that already has one (``importlib.reload``, a notebook cell run again) takes over
+# what its predecessor built, as fingerprints without live objects, to explain its builds.
+_LIVE: weakref.WeakValueDictionary[str, _FactoryCache] = weakref.WeakValueDictionary()
+_LIVE_LOCK = threading.Lock()
+
+
+def _succeed(cache: _FactoryCache) -> dict[object, Fingerprint]:
+    """Register ``cache`` under its name; what the factory it replaces built, by key (the
+    graphs and digests only: nothing of the old module is kept alive)."""
+    if "<locals>" in cache.root_id:  # made by each call of its enclosing function: not a reload
+        return {}
+    with _LIVE_LOCK:
+        old = _LIVE.get(cache.root_id)
+        _LIVE[cache.root_id] = cache
+    if old is None:
+        return {}
+    with old.lock:
+        items = old.entries.items()
+    return {key: dataclasses.replace(entry.fingerprint, _discovery=None, _roots=()) for key, entry in items}
 
 
 class _Pending:

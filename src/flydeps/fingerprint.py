@@ -229,7 +229,11 @@ class Fingerprint:
         return tuple(merge_code_swaps(out, code_swaps(other, self)))
 
     def explain(self, other: "Fingerprint") -> tuple[str, ...]:
-        """Human reasons why ``self`` differs from ``other`` (empty when digests agree)."""
+        """Human reasons why ``self`` differs from ``other`` (empty when digests agree).
+
+        The direction: ``self`` is the newer state, ``other`` the older one, so call it as
+        ``new.explain(old)``: "helper ``X`` added" means ``X`` is in ``new`` only, and
+        "``a -> b``" reads old value -> new value (as :meth:`diff`)."""
         if self.digest == other.digest:
             return ()
         reasons = tuple(str(d) for d in self.diff(other))

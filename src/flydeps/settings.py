@@ -22,6 +22,15 @@ The readers take the variable's name and default and return a parsed value:
 :func:`read` parses one variable as the table documents it; :func:`validate` parses them
 all (the CLI calls it first, so any bad value exits 2 with one line, ``--help`` included).
 
+Every variable can also be set in the project's ``pyproject.toml``, in ``[tool.flydeps]``,
+under its name without the prefix, lower-cased (``FLYDEPS_SNAPSHOT_LIMIT`` is
+``snapshot_limit = 512``; a list for a comma-separated one, ``assume_installed = ["flydsl"]``;
+``true``/``false`` for a switch). The environment overrides it. The file is the nearest
+``pyproject.toml`` from the working directory upwards, read once per working directory and
+process (:func:`project_settings`); its values go through the same parsers, and an error
+names the file and key instead of the variable. An unknown key, a value of another type or
+a ``[tool.flydeps]`` that is not valid TOML is a :class:`SettingError` too.
+
 Anything else raises :class:`SettingError`, a ``ValueError`` whose one-line message names
 the variable, the bad value and the accepted values (the ``flydeps`` CLI prints it and exits
 2). Readers consult ``os.environ`` on every call and cache nothing: callers decide when to
@@ -29,12 +38,14 @@ read (at import for settings that shape import-time state, lazily otherwise). A 
 while a build is being recorded is not attributed to the build (:func:`flydeps._environ.paused`):
 flydeps' own configuration is not an input of the user's code. This module imports nothing
 outside the standard library, :mod:`flydeps._environ` and :mod:`flydeps.errors`
-(:func:`cache_root` imports ``platformdirs`` when it is called).
+(:func:`cache_root` imports ``platformdirs`` when it is called; Python 3.10 reads TOML with
+``tomli``, a dependency there).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +53,7 @@ from .errors import FlydepsError
 
 __all__ = [
     "SETTINGS",
+    "ProjectSettings",
     "Setting",
     "SettingError",
     "choice",
@@ -49,6 +61,7 @@ __all__ = [
     "fraction",
     "integer",
     "names",
+    "project_settings",
     "read",
     "text",
     "validate",
@@ -190,7 +203,29 @@ SETTINGS: dict[str, Setting] = {
             str(256 * 1024 * 1024),
             "flydsl_runtime's persistent index is kept under this many bytes of rows: past it, the oldest rows "
             "are deleted (an index made by `flydeps aot build` never is)",
-            read="after a trace writes a row",
+            read="after a trace writes a row; by `flydeps cache`",
+        ),
+        Setting(
+            "FLYDEPS_PARSE_CACHE_MAX_BYTES",
+            "integer",
+            str(1 << 30),
+            "the CLI's parse and result cache is kept under this many bytes: past it, its least recently used "
+            "entries are deleted (down to 3/4 of it when found while writing; `flydeps cache prune`)",
+            read="about every 1024 parse-cache writes; by `flydeps cache`",
+        ),
+        Setting(
+            "FLYDEPS_MEMO_MAX_BYTES",
+            "integer",
+            str(64 << 20),
+            "`flydeps cache prune` keeps the distribution-index and generated-code memos under this many bytes",
+            read="by `flydeps cache`",
+        ),
+        Setting(
+            "FLYDEPS_ARTIFACTS_MAX_BYTES",
+            "integer",
+            str(4 << 30),
+            "`flydeps cache prune` keeps FlyDSL's artifacts (FLYDSL_RUNTIME_CACHE_DIR) under this many bytes",
+            read="by `flydeps cache`",
         ),
         Setting(
             "FLYDEPS_MAX_FILE_BYTES",
@@ -225,7 +260,101 @@ def _raw(name: str) -> str:
     from ._environ import paused
 
     with paused():  # flydeps' own configuration is never an input of the user's build
-        return os.environ.get(name, "").strip()
+        found = os.environ.get(name, "").strip()
+    return found or project_settings().values.get(name, "")
+
+
+def _shown(name: str) -> str:
+    """Where ``name``'s value came from, for an error: the variable, or the file and key."""
+    if os.environ.get(name, "").strip():
+        return name
+    project = project_settings()
+    return f"{project.path} [tool.flydeps] {_key(name)}" if name in project.values else name
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """``[tool.flydeps]`` of one ``pyproject.toml``: ``values`` by variable name, as the
+    strings the parsers read (``path`` is ``""`` when there is no such file or table)."""
+
+    path: str
+    values: dict[str, str]
+
+
+_PROJECTS: dict[str, ProjectSettings] = {}  # working directory -> its project's settings
+_NO_PROJECT = ProjectSettings("", {})
+
+
+def _key(name: str) -> str:
+    return name.removeprefix("FLYDEPS_").lower()
+
+
+def project_settings() -> ProjectSettings:
+    """The ``[tool.flydeps]`` table of the nearest ``pyproject.toml`` from the working
+    directory up (read once per working directory); raises :class:`SettingError` naming the
+    file and key for an unknown key, a value of the wrong type, or broken TOML in a file
+    that has such a table."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory was removed
+        return _NO_PROJECT
+    found = _PROJECTS.get(cwd)
+    if found is None:
+        found = _PROJECTS[cwd] = _read_project(cwd)
+    return found
+
+
+def _read_project(cwd: str) -> ProjectSettings:
+    directory = cwd
+    while True:
+        path = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(path):
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return _NO_PROJECT
+        directory = parent
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return _NO_PROJECT
+    if b"tool.flydeps" not in data and b"[tool]" not in data:
+        return _NO_PROJECT  # cheap: most projects have no such table
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("tool", {}).get("flydeps")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        if b"tool.flydeps" not in data:
+            return _NO_PROJECT  # not our table: the file's other readers will say what is wrong
+        raise SettingError(path, "", f"is not valid TOML ({exc}): fix it, or move [tool.flydeps] out") from None
+    if table is None:
+        return _NO_PROJECT
+    if not isinstance(table, dict):
+        raise SettingError(f"{path} [tool.flydeps]", repr(table), "is not a table: write [tool.flydeps] key = value")
+    values: dict[str, str] = {}
+    for key, value in table.items():
+        name = "FLYDEPS_" + str(key).upper().replace("-", "_")
+        where = f"{path} [tool.flydeps] {key}"
+        if name not in SETTINGS:
+            known = ", ".join(_key(n) for n in SETTINGS)
+            raise SettingError(where, repr(value), f"is not a flydeps setting: use one of {known}")
+        values[name] = _as_text(where, value)
+    return ProjectSettings(path, values)
+
+
+def _as_text(where: str, value: object) -> str:
+    """A TOML value as the string its environment variable would hold."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float, str)):
+        return str(value).strip()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    raise SettingError(where, repr(value), "is not a string, number, switch or list of strings")
 
 
 def flag(name: str, default: bool) -> bool:
@@ -238,7 +367,7 @@ def flag(name: str, default: bool) -> bool:
         return True
     if word in _FALSE:
         return False
-    raise SettingError(name, raw, f"is not a switch: set one of {_FLAG_WORDS}")
+    raise SettingError(_shown(name), raw, f"is not a switch: set one of {_FLAG_WORDS}")
 
 
 def fraction(name: str, default: float) -> float:
@@ -256,7 +385,9 @@ def fraction(name: str, default: float) -> float:
         value = -1.0
     if not 0.0 <= value <= 1.0:  # NaN fails too
         raise SettingError(
-            name, raw, f"is not a switch or a fraction: set one of {_FLAG_WORDS}, or a share in [0, 1] such as 0.01"
+            _shown(name),
+            raw,
+            f"is not a switch or a fraction: set one of {_FLAG_WORDS}, or a share in [0, 1] such as 0.01",
         )
     return value
 
@@ -273,7 +404,7 @@ def integer(name: str, default: int, *, minimum: int = 1) -> int:
     if value is None or value < minimum:
         what, unit = ("a size", "bytes") if name.endswith("_BYTES") else ("a count", "elements")
         bound = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise SettingError(name, raw, f"is not {what}: set {bound} number of {unit} such as {default}")
+        raise SettingError(_shown(name), raw, f"is not {what}: set {bound} number of {unit} such as {default}")
     return value
 
 
@@ -284,7 +415,7 @@ def choice(name: str, default: str, choices: tuple[str, ...]) -> str:
         return default
     word = raw.lower()
     if word not in choices:
-        raise SettingError(name, raw, f"is not a known value: set one of {'|'.join(choices)}")
+        raise SettingError(_shown(name), raw, f"is not a known value: set one of {'|'.join(choices)}")
     return word
 
 
@@ -302,7 +433,7 @@ def names(name: str, *, choices: tuple[str, ...] | None = None) -> tuple[str, ..
         bad = [p for p in items if not p.isidentifier()]
         expected = "a comma-separated list of top-level package names such as flydsl,torch"
     if bad:
-        raise SettingError(name, raw, f"names {bad[0]!r}: set {expected}")
+        raise SettingError(_shown(name), raw, f"names {bad[0]!r}: set {expected}")
     return items
 
 

@@ -354,6 +354,20 @@ def launcher_of(call: object) -> Launcher | None:
     return None
 
 
+def _predecessor_states(name: str) -> dict[type | None, Fingerprint]:
+    """The dependency states (graphs and digests, no live objects) of the module-level
+    launcher named ``name`` that a new one replaces; empty for a launcher made by each call
+    of a builder (``<locals>``: not a reload)."""
+    if "<locals>" in name:
+        return {}
+    old = next((x for x in list(_LAUNCHERS) if x._name == name), None)
+    if old is None:
+        return {}
+    with old._lock:
+        states = list(old._owners.items())
+    return {owner: dataclasses.replace(state.fingerprint, _discovery=None, _roots=()) for owner, state in states}
+
+
 class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
     """A FlyDSL ``@jit`` launcher with an exact, guard-validated in-process key."""
 
@@ -382,6 +396,9 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
         self._misses = 0
         self._verify_counts: dict[tuple, int] = {}  # key -> hits counted by FLYDEPS_VERIFY=<fraction>
         functools.update_wrapper(self, jit_function.func)
+        # A launcher replacing one of the same name (``importlib.reload`` of its module, a
+        # notebook cell run again): the states the old one traced for, to say what changed.
+        self._predecessor: dict[type | None, Fingerprint] = _predecessor_states(self._name)
         _LAUNCHERS.add(self)
 
     # --- FlyDSL JitFunction surface ---------------------------------------------------
@@ -645,7 +662,12 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             if self._signer is None:
                 self._ensure_signature()
             if current is None:
-                return self._baseline(owner, build.stable(fingerprint_roots, self._roots(owner)))
+                fp = build.stable(fingerprint_roots, self._roots(owner))
+                previous = self._predecessor.pop(owner, None) if self._predecessor else None
+                if previous is not None:
+                    shown = "; ".join(fp.explain(previous)) or "nothing it depends on changed"
+                    log.info("%s: new launcher after a reload of its module: %s", self._name, shown)
+                return self._baseline(owner, fp)
             fresh = build.stable(current.fingerprint.refresh)
             earlier = self._states.get(owner, {}).get(fresh.digest)
             if earlier is not None:  # back to a state already built for: its key, no drift to decide
@@ -901,7 +923,8 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
             if unstored is None and not self._on_disk(ir_key):
                 unstored = "FlyDSL did not write its artifact to its disk cache"
             index.note_trace(self._name, unstored)
-            if unstored is None and pkey is not None and (row is None or row.ir_key != ir_key):
+            keyed = persistent.keyed  # set wherever the persistent key is
+            if unstored is None and pkey is not None and keyed is not None and (row is None or row.ir_key != ir_key):
                 if row is not None:  # its artifact was gone, and the trace gives other IR for the same key
                     log.warning(
                         "%s: the persistent index row of this call named IR %s, a fresh trace gives %s: "
@@ -912,7 +935,7 @@ class Launcher(_WarmBase):  # type: ignore[misc,valid-type]
                         ir_key[:16],
                     )
                 detail = index.key_parts(  # what the key stands for (not what its own traces wrote)
-                    self._name, persistent.described, signer.names, persistent.keyed, persistent.state
+                    self._name, persistent.described, signer.names, keyed, persistent.state
                 )
                 index.record(pkey, self._name, ir_key, entry.env_reads, detail, replace=row is not None)
         launched = compiled is not None and compiled._call_state is not None

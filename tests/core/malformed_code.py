@@ -100,8 +100,8 @@ def decoders(function: types.FunctionType) -> dict[str, list[Any]]:
 
     code = function.__code__
     results = {
-        "c": outcome(lambda: list(_codescan.decode(code, TABLE))),
-        "python": outcome(lambda: list(_codescan.assemble(code, _codescan._scan(code, TABLE)))),
+        "c": outcome(lambda: list(_codescan.decode(code, TABLE))),  # type: ignore[arg-type]
+        "python": outcome(lambda: list(_codescan.assemble(code, _codescan._scan(code, TABLE)))),  # type: ignore[arg-type]
         "fingerprint": outcome(lambda: flydeps.fingerprint(function).digest),
     }
     if _codescan._scanext is not None:  # the C loop alone: a result, or None (it defers)

@@ -119,9 +119,9 @@ def test_none_and_unanalysable_roots() -> None:
 
 def test_register_unwrapper_validates_arguments() -> None:
     with pytest.raises(TypeError, match="needs a class and a callable"):
-        flydeps.register_unwrapper("JitFunction", lambda o: ())
+        flydeps.register_unwrapper("JitFunction", lambda o: ())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs a Python function and a code object"):
-        flydeps.note_code_rewrite(len, (lambda: 0).__code__)
+        flydeps.note_code_rewrite(len, (lambda: 0).__code__)  # type: ignore[arg-type]
 
 
 def test_factory_returning_hostile_values() -> None:

@@ -92,18 +92,18 @@ def test_lambda_constants_count() -> None:
 
 def test_refs_follow_attribute_chains_and_comprehensions() -> None:
     code = find_code(compile(BASE, "m", "exec"), "f")
-    refs = {(r.scope, r.name, r.attrs) for r in code_refs(code)}
+    refs = {(r.scope, r.name, r.attrs) for r in code_refs(code)}  # type: ignore[arg-type]
     assert ("global", "mod", ("sub", "fn")) in refs
     assert ("global", "helper", ()) in refs
     assert ("global", "range", ()) in refs
     src = "def g(xs):\n    return [helper(x) for x in xs]\n"
-    pairs = {(r.scope, r.name) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
+    pairs = {(r.scope, r.name) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}  # type: ignore[arg-type]
     assert ("global", "helper") in pairs
 
 
 def test_refs_record_imports_inside_functions() -> None:
     src = "def g():\n    import os.path\n    from json import dumps\n    return dumps\n"
-    refs = {(r.scope, r.name, r.attrs) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
+    refs = {(r.scope, r.name, r.attrs) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}  # type: ignore[arg-type]
     assert ("import", "os.path", ()) in refs
     assert ("import", "json", ("dumps",)) in refs
 
@@ -284,7 +284,7 @@ def test_positions_mode_agrees_between_live_and_compiled() -> None:
 def test_refs_see_super_instruction_locals() -> None:
     # 3.13 loads two locals with one instruction; the attribute applies to the second.
     src = "def g(self, other):\n    return other + self.helper(other)\n"
-    refs = {(r.scope, r.name, r.attrs) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}
+    refs = {(r.scope, r.name, r.attrs) for r in code_refs(find_code(compile(src, "m", "exec"), "g"))}  # type: ignore[arg-type]
     assert ("local", "self", ("helper",)) in refs
 
 

@@ -109,7 +109,7 @@ def test_leading_zero_prefixes_and_a_valid_exception_table_are_accepted() -> Non
 def test_the_error_is_a_discovery_error_and_a_value_error() -> None:
     function = malformed_code.CASES["constant_past_the_table"]()
     with pytest.raises(MalformedCodeError) as raised:
-        _codescan.assemble(function.__code__, _codescan._scan(function.__code__, TABLE))
+        _codescan.assemble(function.__code__, _codescan._scan(function.__code__, TABLE))  # type: ignore[arg-type]
     assert issubclass(MalformedCodeError, DiscoveryError) and issubclass(MalformedCodeError, ValueError)
     assert (raised.value.offset, raised.value.code.split(" (")[0]) == (2, "base")
     assert raised.value.problem.startswith("LOAD_CONST reads entry 256")
@@ -149,7 +149,7 @@ def test_the_c_loop_reads_only_inside_its_arguments() -> None:
 def test_the_c_tables_are_validated_and_not_replaced_during_a_scan() -> None:
     ext = _codescan._scanext
     code = malformed_code.CASES["no_prefixes"]().__code__  # LOAD_CONST 0; LOAD_FAST 0; RETURN_VALUE
-    expected = _codescan.decode(code, TABLE)
+    expected = _codescan.decode(code, TABLE)  # type: ignore[arg-type]
     tables = _codescan._scanext_tables()
     with pytest.raises(ValueError, match="name-flag shift of opcode 0 is above 31"):
         ext.configure(*tables[:2], b"\x40" + bytes(255), *tables[3:])
@@ -167,7 +167,7 @@ def test_the_c_tables_are_validated_and_not_replaced_during_a_scan() -> None:
     odd = code.replace(co_consts=(1.5, *code.co_consts[1:]))  # a constant const_token encodes
     assert ext.scan(odd, odd.co_code, const_token) is not None
     assert refused and "called while scan() runs" in str(refused[0])
-    assert _codescan.decode(code, TABLE) == expected  # the tables are as they were
+    assert _codescan.decode(code, TABLE) == expected  # type: ignore[arg-type]  # the tables are as they were
 
 
 # ---- the property test --------------------------------------------------------------------
@@ -247,6 +247,6 @@ def test_both_loops_agree_on_generated_code(base: Any, instructions: Any, except
     exception is a failure (and a crash ends the run)."""
     extra: dict[str, Any] = {"co_exceptiontable": exceptions} if sys.version_info >= (3, 11) else {}
     code = base.__code__.replace(co_code=_encode(instructions), **extra)
-    python = _outcome(lambda: _codescan.assemble(code, _codescan._scan(code, TABLE)))
+    python = _outcome(lambda: _codescan.assemble(code, _codescan._scan(code, TABLE)))  # type: ignore[arg-type]
     event("digested" if python[0] == "ok" else python[1].split(": ")[2].split(" ")[0])  # what was malformed
-    assert _outcome(lambda: _codescan.decode(code, TABLE)) == python
+    assert _outcome(lambda: _codescan.decode(code, TABLE)) == python  # type: ignore[arg-type]

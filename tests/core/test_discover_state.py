@@ -243,7 +243,7 @@ def test_import_in_body_sees_reload(pkg, body) -> None:
 
 def test_import_in_body_sees_sys_modules_replacement(pkg, monkeypatch) -> None:
     _dep, use = _dep_and_user(pkg, f"    import {pkg.name}.dep as dep\n    return dep.VAL")
-    bindings = fingerprint(use.helper)._discovery.bindings
+    bindings = fingerprint(use.helper)._discovery.bindings  # type: ignore[union-attr]
     assert any(b.kind is BindingKind.ENTRY and b.container is sys.modules for b in bindings)
     _sees(use.helper, lambda: monkeypatch.setitem(sys.modules, f"{pkg.name}.dep", types.ModuleType("other")))
 

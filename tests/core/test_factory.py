@@ -77,9 +77,9 @@ def test_unhashable_arguments_raise_the_same_type_error() -> None:
 
 def test_bad_decorator_arguments() -> None:
     with pytest.raises(TypeError, match="Expected first argument to be an integer, a callable, or None"):
-        cached_factory("big")
+        cached_factory("big")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="on_drift='explode'.*rebuild, raise, warn"):
-        cached_factory(on_drift="explode")
+        cached_factory(on_drift="explode")  # type: ignore[call-overload]
 
 
 def test_exceptions_are_not_cached() -> None:

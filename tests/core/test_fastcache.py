@@ -249,7 +249,7 @@ def test_eviction_runs_finalizers_that_reenter(path: str) -> None:
 
 @needs_c
 def test_check_that_clears_and_raises_is_safe() -> None:
-    from flydeps import _fastcache
+    from flydeps import _fastcache  # type: ignore[attr-defined]
 
     calls: list[tuple] = []
     fc: Any = None
@@ -281,7 +281,7 @@ def test_check_that_clears_and_raises_is_safe() -> None:
 
 @needs_c
 def test_fastcache_slow_path_api() -> None:
-    from flydeps import _fastcache
+    from flydeps import _fastcache  # type: ignore[attr-defined]
 
     fc = _fastcache.FastCache(2, False, lambda *a: None, _audit._GEN, object())
     e1, e2, e3 = ((lambda: True, f"v{i}", None, (), (), False) for i in range(3))
@@ -498,7 +498,7 @@ def test_a_pending_function_store_keeps_the_generation_unvalidated(kmod: Any, mo
 
 @needs_c
 def test_pending_argument_must_be_a_dict() -> None:
-    from flydeps import _fastcache
+    from flydeps import _fastcache  # type: ignore[attr-defined]
 
     with pytest.raises(TypeError, match="pending must be a dict"):
         _fastcache.FastCache(2, False, print, [0], None, [])
@@ -526,7 +526,7 @@ def test_factory_suites_pass_on_the_python_path() -> None:
 
 def test_fastcache_flag_matches_build() -> None:
     try:
-        from flydeps import _fastcache  # noqa: F401
+        from flydeps import _fastcache  # type: ignore[attr-defined]  # noqa: F401
     except ImportError:
         assert not factory.FASTCACHE
     else:

@@ -107,7 +107,7 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     def counted_scan() -> tuple[dict, dict, dict]:
         scans.append(1)
-        return real_scan()
+        return real_scan()  # type: ignore[return-value]
 
     monkeypatch.setattr(_origin, "_scan_paths", counted_scan)
     return scans

@@ -336,3 +336,70 @@ def test_the_user_cache_root_is_platformdirs_answer_and_follows_the_environment(
         == platformdirs.user_cache_dir("flydeps")
         == str(tmp_path / "home" / ".cache" / "flydeps")
     )
+
+
+# -- [tool.flydeps] in pyproject.toml (issue 38) -----------------------------------------
+def _project(tmp_path: Path, monkeypatch, table: str) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'k'\n\n" + textwrap.dedent(table))
+    work = tmp_path / "kernels" / "norm"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)  # found from a subdirectory, as ruff and pytest find theirs
+    for name in SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "pyproject.toml"
+
+
+def test_every_setting_can_live_in_pyproject_and_the_environment_overrides_it(tmp_path, monkeypatch) -> None:
+    _project(
+        tmp_path,
+        monkeypatch,
+        """
+        [tool.flydeps]
+        snapshot_limit = 512
+        assume_installed = ["flydsl", "torch"]
+        strict_ast = true
+        log = "rebuilds"
+        """,
+    )
+    assert settings.read("FLYDEPS_SNAPSHOT_LIMIT") == 512
+    assert settings.read("FLYDEPS_ASSUME_INSTALLED") == ("flydsl", "torch")
+    assert settings.read("FLYDEPS_STRICT_AST") is True
+    monkeypatch.setenv("FLYDEPS_SNAPSHOT_LIMIT", "64")
+    monkeypatch.setenv("FLYDEPS_STRICT_AST", "off")
+    assert settings.read("FLYDEPS_SNAPSHOT_LIMIT") == 64
+    assert settings.read("FLYDEPS_STRICT_AST") is False
+
+
+@pytest.mark.parametrize(
+    "table,names",
+    [
+        ("[tool.flydeps]\nsnapshot_limt = 3\n", "snapshot_limt"),  # a typo: unknown key
+        ("[tool.flydeps]\nsnapshot_limit = 'lots'\n", "snapshot_limit"),  # the integer parser's error
+        ("[tool.flydeps]\nsnapshot_limit = {a = 1}\n", "snapshot_limit"),  # a table is no value
+        ("[tool.flydeps]\nstrict_ast = 'maybe'\n", "strict_ast"),
+        ("[tool.flydeps]\nsnapshot_limit = = 3\n", "pyproject.toml"),  # broken TOML in our table
+    ],
+)
+def test_a_bad_project_setting_names_the_file_and_key(tmp_path, monkeypatch, table, names) -> None:
+    path = _project(tmp_path, monkeypatch, table)
+    with pytest.raises(SettingError) as raised:
+        settings.validate()
+    message = str(raised.value)
+    assert str(path) in message and names in message
+
+
+def test_the_cli_reports_a_bad_project_setting_in_one_line(tmp_path, monkeypatch, capsys) -> None:
+    from flydeps.cli import main
+
+    path = _project(tmp_path, monkeypatch, "[tool.flydeps]\nmax_file_bytes = 'huge'\n")
+    assert main(["graph", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path} [tool.flydeps] max_file_bytes='huge'" in err[0]
+
+
+def test_a_pyproject_without_our_table_or_broken_elsewhere_is_not_ours(tmp_path, monkeypatch) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff\nline-length = 120\n")  # broken, not ours
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLYDEPS_SNAPSHOT_LIMIT", raising=False)
+    assert settings.read("FLYDEPS_SNAPSHOT_LIMIT") == int(SETTINGS["FLYDEPS_SNAPSHOT_LIMIT"].default)
+    settings.validate()

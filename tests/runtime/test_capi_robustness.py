@@ -57,7 +57,7 @@ def test_a_known_name_followed_by_nul_is_refused_not_truncated() -> None:
     """The C string stops at the NUL: dlsym would have found the real function."""
     function = index._rocm_root_function()
     assert function is not None
-    library, symbol = function.args
+    library, symbol = function.args  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="is not a FlyDSL C API function"):
         capi.string_ref(library, symbol + "\0anything")
     assert capi.string_ref(library, symbol) == function()

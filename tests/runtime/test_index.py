@@ -664,7 +664,7 @@ def test_the_rocm_root_asked_in_c_is_what_ctypes_and_the_binding_give(monkeypatc
 
     function = index._rocm_root_function()
     assert function is not None
-    library, symbol = function.args  # the C path: functools.partial(_capi.string_ref, library, symbol)
+    library, symbol = function.args  # type: ignore[attr-defined]  # the C path: functools.partial(_capi.string_ref, library, symbol)
     by_ctypes = index._ctypes_string_ref(library, symbol)
     assert by_ctypes is not None
     for value in ("/opt/a", "/opt/\u00e9t\u00e9", ""):
@@ -997,23 +997,23 @@ def test_toolchain_counts_a_wheel_install_by_its_dist_info(tmp_path: Path) -> No
     ``direct_url.json`` - is not a wheel install and counts file by file."""
     package = tmp_path / "site" / "flydsl"
     package.mkdir(parents=True)
-    assert index._wheel_install(package, "0.5.0") is None  # no .dist-info: a source tree
+    assert index._wheel_install(package, "0.5.0") is None  # type: ignore[arg-type]  # no .dist-info: a source tree
     info = tmp_path / "site" / "flydsl-0.5.0.dist-info"
     info.mkdir()
-    assert index._wheel_install(package, "0.5.0") is None  # a .dist-info without RECORD
+    assert index._wheel_install(package, "0.5.0") is None  # type: ignore[arg-type]  # a .dist-info without RECORD
     (info / "RECORD").write_text("flydsl/__init__.py,sha256=x,1\n")
-    assert index._wheel_install(package, "0.5.0") is not None  # from an index: no direct_url.json
+    assert index._wheel_install(package, "0.5.0") is not None  # type: ignore[arg-type]  # from an index: no direct_url.json
     (info / "direct_url.json").write_text('{"url": "file:///wheels/flydsl.whl", "archive_info": {}}')
-    first = index._wheel_install(package, "0.5.0")  # from a wheel file
+    first = index._wheel_install(package, "0.5.0")  # type: ignore[arg-type]  # from a wheel file
     assert first is not None and str(info) in first
-    assert index._wheel_install(package, "0.5.0") == first
-    assert index._wheel_install(package, "0.6.0") is None  # another version's files
+    assert index._wheel_install(package, "0.5.0") == first  # type: ignore[arg-type]
+    assert index._wheel_install(package, "0.6.0") is None  # type: ignore[arg-type]  # another version's files
     (info / "RECORD").unlink()
     (info / "RECORD").write_text("flydsl/__init__.py,sha256=y,1\n")  # reinstalled
-    assert index._wheel_install(package, "0.5.0") not in (None, first)
+    assert index._wheel_install(package, "0.5.0") not in (None, first)  # type: ignore[arg-type]
     for direct_url in ('{"url": "file:///src", "dir_info": {"editable": true}}', "{not json", "[]"):
         (info / "direct_url.json").write_text(direct_url)
-        assert index._wheel_install(package, "0.5.0") is None, direct_url
+        assert index._wheel_install(package, "0.5.0") is None, direct_url  # type: ignore[arg-type]
 
 
 MOUNTINFO = r"""22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw

@@ -253,7 +253,7 @@ def test_flyc_compile_reuses_the_launcher_entry(fdk, traces, monkeypatch) -> Non
     vadd = fdk.module("vadd")
     a, b, c = _tensors()
     compiled = flyc.compile(vadd.vadd, a, b, c, N)  # CPU tensors: compiled, not launched
-    assert isinstance(compiled, flyc.CompiledFunction)
+    assert isinstance(compiled, flyc.CompiledFunction)  # type: ignore[attr-defined]
     assert flyc.compile(vadd.vadd, a, b, c, N) is compiled
     assert traces == ["vadd"]
     vadd.scale = lambda x: x
@@ -411,3 +411,19 @@ def test_ast_rewrite_is_reported_to_flydeps(fdk) -> None:
     rewritten, original = noted
     assert rewritten is func.__code__ and original is not rewritten
     assert original.co_name == "vadd_kernel" and original.co_filename == func.__code__.co_filename
+
+
+def test_a_reloaded_launcher_says_what_changed(fdk, traces, caplog) -> None:
+    """``importlib.reload`` makes a new module-level launcher; its first trace says what
+    changed against the one it replaces (issue 38), as its rebuilds do."""
+    caplog.set_level(logging.INFO, logger="flydsl_runtime")
+    vadd = fdk.module("vadd")
+    a, b, c = _tensors()
+    vadd.vadd(a, b, c, N)
+    vadd = fdk.edit("vadd", "return x * SCALE", "return x * SCALE * 2")
+    vadd.vadd(a, b, c, N)
+    assert len(traces) == 2
+    reasons = [r.getMessage() for r in caplog.records if "after a reload" in r.getMessage()]
+    assert reasons == [
+        f"{fdk.name}.vadd.vadd: new launcher after a reload of its module: helper {fdk.name}.vadd:scale changed"
+    ]

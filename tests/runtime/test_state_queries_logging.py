@@ -98,7 +98,7 @@ def test_a_logger_made_by_hand_is_never_answered_again() -> None:
     reads = rec.reads()
     assert len(reads.values) == 2 and not reads.holds()
     for name, value in reads.values:
-        assert _environ.current(name).startswith("\0raised LookupError") and value != _environ.current(name)
+        assert _environ.current(name).startswith("\0raised LookupError") and value != _environ.current(name)  # type: ignore[union-attr]
 
 
 def test_logging_queries_are_read_only_by_callers_that_branch(caplog) -> None:
@@ -124,7 +124,7 @@ def test_loggers_are_observed_only_while_a_thread_records() -> None:
     original = statequery._originals["logging.Logger.isEnabledFor"]
     assert logging.Logger.__dict__["isEnabledFor"] is original
     with _environ.recording():
-        assert logging.Logger.__dict__["isEnabledFor"].__flydeps_original__ is original
+        assert logging.Logger.__dict__["isEnabledFor"].__flydeps_original__ is original  # type: ignore[attr-defined]
     assert logging.Logger.__dict__["isEnabledFor"] is original
     assert statequery.query_of("=logging.Logger.getEffectiveLevel::root") is not None
 

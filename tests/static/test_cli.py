@@ -17,9 +17,9 @@ from flydeps.static.analyze import analyze
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_default_path_is_the_bundled_example(capsys, monkeypatch) -> None:
+def test_the_bundled_example_graph(capsys, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
-    assert main(["graph", "--color", "never"]) == 0
+    assert main(["graph", "examples/kernels", "--color", "never"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("kernels.attention.flash:compile_flash_attention  [factory]")
     assert "[kernel]" in out and "[launcher]" in out and "\x1b[" not in out
@@ -291,3 +291,50 @@ def test_odd_file_names_stay_on_one_line(tmp_path, capsys, monkeypatch) -> None:
     captured = capsys.readouterr()
     assert captured.err.splitlines() == ["bad\\nname.py:1: syntax error: invalid syntax; fix the file"]
     assert captured.out.splitlines()[0] == "esc\\x1b[2J:f  esc\\x1b[2J.py:1  " + captured.out.split()[2]
+
+
+def test_graph_without_a_path_analyses_the_current_directory(tmp_path, monkeypatch, capsys) -> None:
+    """As ``ruff check`` and ``pytest`` do (issue 38), not some bundled example."""
+    (tmp_path / "mine.py").write_text(
+        "import functools\n\n\ndef helper(x):\n    return x + 1\n\n\n@functools.lru_cache\n"
+        "def compile_mine(n):\n    return helper(n)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["graph", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "compile_mine" in out and "helper" in out
+    assert "examples" not in out
+
+
+def test_shell_completion_completes_commands_options_and_choices(tmp_path) -> None:
+    """``eval "$(flydeps completion bash)"`` (issue 38): the script bash really runs, asked as
+    bash asks it (COMP_WORDS / COMP_CWORD), completes subcommands, options and choices."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    script = tmp_path / "flydeps.bash"
+    done = subprocess.run(
+        [sys.executable, "-m", "flydeps", "completion", "bash"], capture_output=True, text=True, check=True
+    )
+    script.write_text(done.stdout)
+
+    def complete(*words: str) -> set[str]:
+        line = " ".join(words)
+        quoted = " ".join(f"'{w}'" for w in words)
+        probe = (
+            f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; "
+            f"COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; "
+            f"_shtab_flydeps flydeps '{words[-1]}' '{words[-2]}' 2>/dev/null; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        )
+        out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=False).stdout
+        return set(out.split())
+
+    assert complete("flydeps", "gr") == {"graph"}
+    assert {"diff", "migrate", "hash", "aot", "completion"} <= complete("flydeps", "")
+    assert "--format" in complete("flydeps", "graph", "--for")
+    assert complete("flydeps", "graph", "--format", "") == {"dot", "json", "mermaid", "pycg", "tree"}
+    assert "--exit-code" in complete("flydeps", "diff", "--exit")
+    assert main(["completion", "fish"]) == 2  # not a shell shtab writes for

@@ -171,3 +171,57 @@ def test_diff_is_unchanged_by_odd_file_names(tmp_path: Path, where: str) -> None
         results.append([(r.changes, r.unchanged) for r in (committed, working)])
     assert results[0][0][0], "the edit changes roots"
     assert results[1] == results[0]
+
+
+def _with_built_and_scratch_files(repo: Path) -> None:
+    """HEAD's mem.py uses a compiled helper that is built, not committed (``*.so`` is
+    ignored), and an untracked scratch module of the same name sits beside it."""
+    _edit(repo, "kernelrepo/common/mem.py", "from . import layout\n", "from . import _fastmem, layout\n")
+    _edit(
+        repo,
+        "kernelrepo/common/mem.py",
+        "    return _vector_load(",
+        "    _fastmem.prefetch(tensor)\n    return _vector_load(",
+    )
+    (repo / ".gitignore").write_text("*.so\n")
+    _commit(repo, "uses a built extension")
+    (repo / "kernelrepo/common/_fastmem.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF built, ignored")
+
+
+def test_diff_against_the_working_tree_reads_tracked_files_only(repo: Path, monkeypatch, capsys) -> None:
+    """Ignored (a built ``.so``) and untracked files are not part of a revision: in a clean
+    checkout ``flydeps diff HEAD`` reports nothing, though reading the directory as it is
+    would resolve the import differently (issue 38)."""
+    from flydeps.cli import main
+    from flydeps.static.analyze import analyze
+    from flydeps.static.project import FileSystemTree
+
+    _with_built_and_scratch_files(repo)
+    head = diff_revisions(str(repo), "HEAD", "HEAD", ["."], use_cache=False).new.digests
+    on_disk = analyze(["."], tree=FileSystemTree(str(repo)), use_cache=False).digests
+    assert on_disk[FACTORY] != head[FACTORY]  # the ignored .so would change the answer
+    assert diff_revisions(str(repo), "HEAD", None, ["."], use_cache=False).changes == ()
+    (repo / "kernelrepo/common/_fastmem.py").write_text("def prefetch(t):\n    return t\n")  # untracked
+    assert diff_revisions(str(repo), "HEAD", None, ["."], use_cache=False).changes == ()
+    monkeypatch.chdir(repo)
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code"]) == 0
+    capsys.readouterr()
+    _git(repo, "add", "kernelrepo/common/_fastmem.py")  # tracked now (staged): part of the working tree
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code"]) == 1
+    assert f"changed  {FACTORY}" in capsys.readouterr().out
+
+
+def test_exit_code_is_one_only_when_a_root_changed(repo: Path, monkeypatch, capsys) -> None:
+    from flydeps.cli import main
+
+    monkeypatch.chdir(repo)
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code"]) == 0
+    assert main(["diff", "HEAD", "--no-cache"]) == 0
+    _edit(repo, "kernelrepo/common/math_ops.py", "x * 1.4426950408889634", "x * 1.5")
+    assert main(["diff", "HEAD", "--no-cache"]) == 0  # without --exit-code: a report, not a failure
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code"]) == 1
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code", "--format", "json"]) == 1
+    capsys.readouterr()
+    os.remove(repo / "kernelrepo/common/math_ops.py")  # a tracked file deleted in the working tree
+    assert main(["diff", "HEAD", "--no-cache", "--exit-code"]) == 1
+    assert "kernelrepo.common.math_ops" in capsys.readouterr().out

@@ -111,3 +111,64 @@ def test_dot_output_renders_with_graphviz(tmp_path, monkeypatch) -> None:
     done = subprocess.run(["dot", "-Tsvg", str(source)], capture_output=True, check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert b"compile_decode" in done.stdout
+
+
+# -- the pictures (issue 38) ----------------------------------------------------------------
+PICTURES = HERE.parents[1] / "docs" / "pictures"
+EXAMPLES = HERE.parents[1] / "examples"
+
+
+def _realworld_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> str:
+    monkeypatch.chdir(EXAMPLES)
+    out = tmp_path / "realworld.dot"
+    assert main(["graph", "kernels/realworld", "--no-cache", "--format", "dot", "-o", str(out), *extra]) == 0
+    return out.read_text()
+
+
+def test_the_realworld_picture_is_the_rendered_golden(tmp_path, monkeypatch) -> None:
+    """``docs/pictures/realworld.dot`` and its rendering ``realworld.svg`` (checked by eye
+    when made: a cluster per module, fills by role, one node per library) are what the
+    analyzer draws now. Regenerate with FLYDEPS_UPDATE_GOLDEN=1 on CPython 3.11."""
+    import shutil
+    import subprocess
+
+    text = _realworld_dot(tmp_path, monkeypatch)
+    if _UPDATE and sys.version_info[:2] == (3, 11):
+        (PICTURES / "realworld.dot").write_text(text)
+    assert text == (PICTURES / "realworld.dot").read_text()
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz is not installed (apt-get install graphviz)")
+    version = subprocess.run(["dot", "-V"], capture_output=True, text=True, check=False).stderr.strip()
+    svg = subprocess.run(["dot", "-Tsvg", str(tmp_path / "realworld.dot")], capture_output=True, check=True).stdout
+    recorded = PICTURES / "realworld.graphviz-version"
+    if _UPDATE and sys.version_info[:2] == (3, 11):
+        (PICTURES / "realworld.svg").write_bytes(svg)
+        recorded.write_text(version + "\n")
+    if recorded.read_text().strip() != version:
+        pytest.skip(f"the rendering was recorded with {recorded.read_text().strip()}, this is {version}")
+    assert svg == (PICTURES / "realworld.svg").read_bytes()
+
+
+def test_the_picture_groups_by_module_colours_by_role_and_collapses_libraries(tmp_path, monkeypatch) -> None:
+    text = _realworld_dot(tmp_path, monkeypatch)
+    clusters = re.findall(r"subgraph \"cluster_\d+\" \{\n    label=\"([^\"]+)\"", text)
+    assert "kernels.realworld.norms" in clusters and "kernels.realworld.memops" in clusters
+    assert 'fillcolor="#BDE8D9"' in text and 'fillcolor="#CDE9F8"' in text  # launchers, kernels
+    libraries = re.findall(r'^    "external:[^"]+" \[label="([^"]+)"', text, re.M)
+    assert any(label.startswith("flydsl\\n") and "names" in label for label in libraries)
+    assert len(libraries) < 12  # one node per library, not one per name
+    shown = _realworld_dot(tmp_path, monkeypatch, "--externals", "show")
+    assert len(re.findall(r'^    "external:[^"]+" \[label=', shown, re.M)) > 3 * len(libraries)
+    hidden = _realworld_dot(tmp_path, monkeypatch, "--externals", "hide")
+    assert "external:" not in hidden and "cluster_libraries" not in hidden
+
+
+def test_externals_hide_in_the_tree(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(FIXTURES)
+    assert main(["graph", "kernelrepo", "--no-cache", "--externals", "hide"]) == 0
+    assert "external:" not in capsys.readouterr().out
+    assert main(["graph", "kernelrepo", "--no-cache"]) == 0
+    folded = capsys.readouterr().out
+    assert main(["graph", "kernelrepo", "--no-cache", "--externals"]) == 0  # alone: one per line, as before
+    shown = capsys.readouterr().out
+    assert "external: " in folded and shown.count("\n") > folded.count("\n")

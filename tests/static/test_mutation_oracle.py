@@ -75,11 +75,11 @@ def _run_case(results: Results, base: Path, paths: list[Path], edited: list[Path
             if module is not None:
                 files[module.name] = str(py_path)
     reach = Reach({m.partition(".")[0] for m in files}, files)
-    for module, path in files.items():
+    for module, path in files.items():  # type: ignore[assignment]
         data = Path(path).read_bytes()
         for edit in edits(path, data):
             after = _digests(paths, Overlay(path, edit.source))
-            _judge(results, reach, before, after, module, data, edit)
+            _judge(results, reach, before, after, module, data, edit)  # type: ignore[arg-type]
 
 
 def _judge(results: Results, reach: Reach, before: dict, after: dict, module: str, data: bytes, edit: Edit) -> None:

@@ -4,7 +4,9 @@ Contract: reads revisions with ``git ls-tree -r -z`` (NUL-separated: any file na
 newlines, tabs and undecodable bytes included) and one ``git cat-file --batch`` process fed
 by object ids, never by ``rev:path`` names (a name with a newline would shift every answer);
 never checks anything out and never touches the working tree; the second side is another
-revision or the working tree. A symbolic link inside the revision reads as the file it
+revision or the working tree's *tracked* files (:class:`TrackedTree`: what ``git ls-files``
+lists, with their current contents; ignored and untracked files, such as built ``.so``
+extensions, are not part of a revision and are not read). A symbolic link inside the revision reads as the file it
 points to, as on disk; one that leaves the tree, dangles or loops is not a file. Both sides
 go through the same static analysis; a root changed when its transitive digest differs, and
 the helpers that changed are the nodes under it whose own digest differs (or that appeared /
@@ -23,7 +25,16 @@ from ..graph import DepGraph
 from .analyze import Analysis, analyze
 from .project import Diagnostic, FileSystemTree
 
-__all__ = ["DiffResult", "GitError", "GitTree", "RootChange", "diff_revisions", "render_diff", "repo_root"]
+__all__ = [
+    "DiffResult",
+    "GitError",
+    "GitTree",
+    "RootChange",
+    "TrackedTree",
+    "diff_revisions",
+    "render_diff",
+    "repo_root",
+]
 
 
 class GitError(RuntimeError):
@@ -57,6 +68,17 @@ def _list_tree(listing: bytes) -> dict[str, tuple[str, str]]:
     return objects
 
 
+def _directories(files: frozenset[str]) -> frozenset[str]:
+    """Every directory holding one of ``files`` (POSIX paths), ``"."`` included."""
+    dirs: set[str] = {"."}
+    for path in files:
+        parent = posixpath.dirname(path)
+        while parent and parent not in dirs:
+            dirs.add(parent)
+            parent = posixpath.dirname(parent)
+    return frozenset(dirs)
+
+
 def repo_root(cwd: str = ".") -> str:
     out = _git(["rev-parse", "--show-toplevel"], cwd)
     return os.fsdecode(out[:-1] if out.endswith(b"\n") else out)
@@ -73,13 +95,7 @@ class GitTree:
         if links:
             self._prefetch(links)
         self.files = frozenset(p for p, (mode, _) in self._objects.items() if mode != _SYMLINK or self._resolve(p))
-        dirs: set[str] = {"."}
-        for path in self.files:
-            parent = posixpath.dirname(path)
-            while parent and parent not in dirs:
-                dirs.add(parent)
-                parent = posixpath.dirname(parent)
-        self.dirs = frozenset(dirs)
+        self.dirs = _directories(self.files)
 
     def read(self, path: str) -> bytes:
         path = posixpath.normpath(path)
@@ -137,6 +153,35 @@ class GitTree:
         return sorted(p for p in self.files if p.endswith(".py") and p.startswith(prefix))
 
 
+class TrackedTree(FileSystemTree):
+    """The working tree as ``git diff`` sees it: the files git tracks (``git ls-files``),
+    read from disk as they are now (edited, or gone when deleted); an untracked or ignored
+    file (a built ``.so``, a scratch module) does not exist here."""
+
+    def __init__(self, repo: str) -> None:
+        super().__init__(repo)
+        listing = _git(["ls-files", "-z", "--cached", "--full-name"], repo)
+        self.tracked = frozenset(os.fsdecode(p) for p in listing.split(b"\0") if p)
+        self.tracked_dirs = _directories(self.tracked)
+
+    def read(self, path: str) -> bytes:
+        if posixpath.normpath(path) not in self.tracked:
+            raise FileNotFoundError(2, "not tracked by git (untracked or ignored)", path)
+        return super().read(path)
+
+    def is_file(self, path: str) -> bool:
+        return posixpath.normpath(path) in self.tracked and super().is_file(path)
+
+    def is_dir(self, path: str) -> bool:
+        return posixpath.normpath(path) in self.tracked_dirs and super().is_dir(path)
+
+    def lexists(self, path: str) -> bool:
+        return posixpath.normpath(path) in self.tracked and super().lexists(path)
+
+    def python_files(self, directory: str) -> list[str]:
+        return [p for p in super().python_files(directory) if posixpath.normpath(p) in self.tracked]
+
+
 @dataclass(frozen=True)
 class RootChange:
     """One root whose transitive digest differs; ``changed`` are (node id, what) pairs."""
@@ -167,7 +212,7 @@ def diff_revisions(
     """Compare the roots under ``paths`` (repository-relative, like ``roots``) between two
     revisions; ``rev2=None`` means the working tree."""
     old = analyze(paths, roots=roots, tree=GitTree(repo, rev), use_cache=use_cache)
-    new_tree = GitTree(repo, rev2) if rev2 else FileSystemTree(repo)
+    new_tree = GitTree(repo, rev2) if rev2 else TrackedTree(repo)
     new = analyze(paths, roots=roots, tree=new_tree, use_cache=use_cache)
     old_digests, new_digests = old.digests, new.digests
     changes, unchanged = [], []

@@ -19,7 +19,13 @@ same directory, then ``os.replace``; unchanged files are never touched). Rewrite
    would keep returning the first build after ``build_x`` changes. ``skip_delegating``
    (``--skip-delegating``) keeps their ``lru_cache`` with a warning instead. ``import
    flydeps`` is added once and a ``functools`` import nothing else uses is removed.
-   Other memoized functions keep ``lru_cache``.
+   :func:`migrate_paths` also runs the whole-tree static analysis once
+   (:mod:`.migrate_state`): a cache whose graph node reaches a node tagged ``kernel`` or
+   ``launcher`` -- e.g. one importing a builder of another module inside its body -- is
+   converted too (a delegating factory for ``--skip-delegating``). Every other cache keeps
+   ``lru_cache`` and is listed with why (:attr:`FileMigration.kept`, ``path:line``); a
+   kernel-reaching cache that stays one (its decorator is ``lru_cache`` only through
+   another module, or the file could not be migrated) is :attr:`FileMigration.remaining`.
 2. ``import flydsl.compiler as X`` and ``from flydsl import compiler as X`` become
    ``import flydsl_runtime.flyc as X``; ``from flydsl.compiler import a, b`` becomes
    ``from flydsl_runtime.flyc import a, b`` -- only when every name imported (or used as
@@ -34,8 +40,11 @@ Speed and safety: a file whose bytes cannot match either rewrite (:func:`may_cha
 ``flydsl``, or neither ``compiler`` nor ``functools`` + a cache + a kernel decorator) is
 skipped unparsed, as are the files of a ``flydsl_runtime`` package (the facade wraps
 ``flydsl.compiler``). The rest is pre-checked (size, :func:`~.isolate.precheck`) and then
-parsed in worker processes (:func:`~.isolate.run_isolated`), one file at a time, so that a
-libcst crash or stall costs that file only. :func:`migrate_file` does the same in-process.
+parsed in worker processes (:func:`~.isolate.run_isolated`), one file at a time, largest
+first, so that a libcst crash or stall costs that file only. :func:`migrate_file` does the
+same in-process (per-file rules only). A file whose outcome the no-change memo holds
+(:class:`~.migrate_state.Memo`) is not parsed, unless a kernel-reaching line of the graph
+falls on one of its caches.
 """
 
 from __future__ import annotations
@@ -45,11 +54,12 @@ import dataclasses
 import difflib
 import importlib.metadata
 import io
+import logging
 import os
 import stat
 import tempfile
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -63,8 +73,9 @@ from libcst.codemod import (
     transform_module,
 )
 
-from .codemod import FACADE_NAMES, MigrateCommand
+from .codemod import FACADE_NAMES, KEPT_NO_GRAPH, KEPT_NO_KERNEL, MigrateCommand
 from .isolate import Crashed, precheck, run_isolated
+from .migrate_state import Memo, MemoRecord, cached_factory_lines, kernel_reaching_caches
 from .parse import max_file_bytes
 from .project import Diagnostic, FileSystemTree
 
@@ -80,6 +91,11 @@ __all__ = [
     "migrate_source",
 ]
 
+log = logging.getLogger("flydeps.static")
+
+#: A cache the per-file rules keep (its reason depends on whether a graph covered the file).
+_UNREASONED = frozenset({KEPT_NO_KERNEL, KEPT_NO_GRAPH})
+
 
 @dataclass(frozen=True)
 class FileMigration:
@@ -92,6 +108,15 @@ class FileMigration:
     after: bytes = b""
     encoding: str = "utf-8"
     problem: Diagnostic | None = None
+    #: ``(def line, name, why kept)`` of each ``lru_cache``/``cache`` function the codemod
+    #: saw; ``why`` is empty for a converted one.
+    caches: tuple[tuple[int, str, str], ...] = ()
+    #: Notes: each cache kept, with why (``path:line``).
+    kept: tuple[Diagnostic, ...] = ()
+    #: A cache that reaches a kernel or launcher (whole-tree graph) and stays a cache.
+    remaining: tuple[Diagnostic, ...] = ()
+    #: What migrating ``after`` again found (``--write`` seeds the memo with it), if known.
+    again: MemoRecord | None = None
 
     @property
     def changed(self) -> bool:
@@ -167,25 +192,37 @@ def may_change(data: bytes) -> bool:
     return b"functools" in data and b"cache" in data and (b"kernel" in data or b"jit" in data)
 
 
-def migrate_source(code: str, path: str = "<string>", *, skip_delegating: bool = False) -> TransformResult:
+def migrate_source(
+    code: str, path: str = "<string>", *, skip_delegating: bool = False, reaching: Mapping[int, str] | None = None
+) -> TransformResult:
     """Run :class:`MigrateCommand` on ``code``; libcst's result object, never an exception.
-    Line endings come back as they were (libcst drops a file's final lone ``\\r``)."""
-    command = MigrateCommand(CodemodContext(filename=path), skip_delegating=skip_delegating)
+    Line endings come back as they were (libcst drops a file's final lone ``\\r``).
+    ``reaching``: ``def`` line -> kernel for the caches the whole-tree graph shows reaching one."""
+    return _run(code, path, skip_delegating, reaching)[0]
+
+
+def _run(
+    code: str, path: str, skip_delegating: bool, reaching: Mapping[int, str] | None
+) -> tuple[TransformResult, tuple[tuple[int, str, str], ...]]:
+    command = MigrateCommand(CodemodContext(filename=path), skip_delegating=skip_delegating, reaching=reaching)
     result = transform_module(command, code)
+    caches = tuple(command.cache_functions)
     if isinstance(result, TransformSuccess) and code.endswith("\r") and not code.endswith("\r\n"):
         # libcst 1.9's tokenizer drops exactly one final lone CR, whatever precedes it
-        return TransformSuccess(warning_messages=result.warning_messages, code=result.code + "\r")
-    return result
+        return TransformSuccess(warning_messages=result.warning_messages, code=result.code + "\r"), caches
+    return result, caches
 
 
 def migrate_file(path: str, *, skip_delegating: bool = False) -> FileMigration:
     """Read, screen (:func:`may_change`), decode (PEP 263 / BOM), pre-check and migrate one
-    file in this process; nothing is written. :func:`migrate_paths` runs the parse in
-    worker processes instead, so that a crash of libcst cannot end the caller."""
+    file in this process with the per-file rules only (no whole-tree graph); nothing is
+    written. :func:`migrate_paths` runs the parse in worker processes instead, so that a
+    crash of libcst cannot end the caller."""
     data = _read(path)
     if isinstance(data, FileMigration):
         return data
-    return _screen(path, data) or migrate_bytes(path, data, max_bytes(), skip_delegating=skip_delegating)
+    record = _screen(path, data) or migrate_bytes(path, data, max_bytes(), skip_delegating=skip_delegating)
+    return _judge(record, None)
 
 
 #: libcst parses about 1,000 lines a second and needs ~30x the file's size in memory.
@@ -213,17 +250,28 @@ def _read(path: str) -> bytes | FileMigration:
         return _failure(path, 1, f"cannot read: {exc.strerror or exc}; check the path and its permissions", exc)
 
 
-def _screen(path: str, data: bytes) -> FileMigration | None:
-    """A skip record for a file no rewrite can touch, else None (it must be parsed)."""
-    if not may_change(data):
+def _screen(path: str, data: bytes, *, parse: bool = False) -> FileMigration | None:
+    """A skip record for a file no rewrite can touch, else None (it must be parsed);
+    ``parse``: the graph has a cache in this file, so parse it anyway (to convert or report it)."""
+    if not parse and not may_change(data):
         return _skip(path, data, "names nothing a rewrite applies to (flydsl.compiler, a cached kernel builder)")
     if "flydsl_runtime" in os.path.normpath(os.path.abspath(path)).split(os.sep):
         return _skip(path, data, "part of the flydsl_runtime facade, which wraps flydsl.compiler itself")
     return None
 
 
-def migrate_bytes(path: str, data: bytes, limit: int, *, skip_delegating: bool = False) -> FileMigration:
-    """Decode, pre-check (:func:`~.isolate.precheck`) and migrate a file's bytes."""
+def migrate_bytes(
+    path: str,
+    data: bytes,
+    limit: int,
+    *,
+    skip_delegating: bool = False,
+    reaching: Mapping[int, str] | None = None,
+    again: bool = False,
+) -> FileMigration:
+    """Decode, pre-check (:func:`~.isolate.precheck`) and migrate a file's bytes; ``again``:
+    when the file changes, migrate the result too (``reaching={}``) and keep what that
+    found when it changes nothing (:attr:`FileMigration.again`, the memo's seed)."""
     if len(data) > limit:
         error = ValueError(f"{len(data)} bytes")
         why = f"too large to migrate ({len(data) / 1e6:.1f} MB > {limit / 1e6:.1f} MB); migrate it by hand"
@@ -246,12 +294,59 @@ def migrate_bytes(path: str, data: bytes, limit: int, *, skip_delegating: bool =
     too_deep = precheck(text)
     if too_deep is not None:
         return _failure(path, *too_deep, RecursionError(too_deep[1]), data)
-    result = migrate_source(text, path, skip_delegating=skip_delegating)
+    result, caches = _run(text, path, skip_delegating, reaching)
     if isinstance(result, TransformFailure):  # kept whole: the traceback is logged with -v
-        return FileMigration(path, result, data, data, encoding, Diagnostic(path, *_explain(result.error, text, path)))
+        problem = Diagnostic(path, *_explain(result.error, text, path))
+        return FileMigration(path, result, data, data, encoding, problem, caches)
     if not isinstance(result, TransformSuccess):
-        return FileMigration(path, result, data, data, encoding)
-    return FileMigration(path, result, data, result.code.encode(encoding), encoding)
+        return FileMigration(path, result, data, data, encoding, caches=caches)
+    after = result.code.encode(encoding)
+    seed = None
+    if again and after != data:
+        second, second_caches = _run(result.code, path, skip_delegating, {})
+        if isinstance(second, TransformSuccess) and second.code == result.code:
+            seed = _memo_record(second.warning_messages, second_caches)
+    return FileMigration(path, result, data, after, encoding, caches=caches, again=seed)
+
+
+def _memo_record(warnings: Sequence[str], caches: Sequence[tuple[int, str, str]]) -> MemoRecord:
+    """The memo's form: the per-file rules' reason stored as ``none`` (worded at replay)."""
+    rows = tuple((line, name, "none" if why in _UNREASONED else why) for line, name, why in caches)
+    return MemoRecord(tuple(warnings), rows)
+
+
+def _judge(record: FileMigration, reaching: Mapping[int, str] | None) -> FileMigration:
+    """Add the notes on kept caches and the kernel-reaching caches left (see the contract)."""
+    path = record.path
+    kept = tuple(
+        Diagnostic(path, line, f"kept functools.lru_cache on {name}: {why}", note=True)
+        for line, name, why in record.caches
+        if why
+    )
+    remaining: list[Diagnostic] = []
+    if reaching:
+        seen = {line: why for line, _, why in record.caches}
+        done = cached_factory_lines(record.before) if set(reaching) - set(seen) else frozenset()
+        for line, kernel in sorted(reaching.items()):
+            why = seen.get(line)
+            if why == "" or (why or "").startswith("--skip-delegating") or (why is None and line in done):
+                continue
+            if why is None:
+                why = (
+                    f"the file was not migrated ({record.problem.message})"
+                    if record.problem is not None
+                    else "its cache decorator is not functools.lru_cache/functools.cache by name in this file "
+                    "(imported through another module?)"
+                )
+            remaining.append(
+                Diagnostic(
+                    path,
+                    line,
+                    f"this cache reaches {kernel} but stays a cache: {why}; decorate it with "
+                    "flydeps.cached_factory (same arguments) by hand",
+                )
+            )
+    return dataclasses.replace(record, kept=kept, remaining=tuple(remaining))
 
 
 def _explain(error: Exception, text: str, path: str) -> tuple[int, str]:
@@ -293,32 +388,99 @@ def _python_files(paths: Iterable[str]) -> Iterator[str | FileMigration]:
 
 
 def migrate_paths(
-    paths: Iterable[str], *, skip_delegating: bool = False, workers: int | None = None
+    paths: Iterable[str],
+    *,
+    skip_delegating: bool = False,
+    workers: int | None = None,
+    graph: bool = True,
+    memo: Memo | None = None,
+    seed: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[FileMigration]:
     """Every ``.py`` file under ``paths`` (each file once, in order), migrated in memory.
-    Files :func:`may_change` rules out are never parsed; the others are parsed in up to
-    ``workers`` (default: the usable CPUs) worker processes, where a libcst crash or a
-    parse that outlives its time becomes that file's ``path:line: message``."""
+
+    ``graph``: run the whole-tree static analysis once (:func:`.migrate_state.kernel_reaching_caches`)
+    so that every cache reaching a kernel or launcher is converted, and each record says
+    which caches were kept and why (:attr:`FileMigration.kept`) and which reaching one
+    stays (:attr:`FileMigration.remaining`). ``memo``: answer a file from the no-change memo
+    when it may (see :mod:`.migrate_state`) and store each unchanged file's outcome;
+    ``seed``: also store the outcome of migrating each changed file's result (for a
+    ``--write`` run, so the next ``--check`` finds it). ``progress(done, total)`` is called
+    as files are decided.
+
+    Files :func:`may_change` rules out (and the graph has no cache in) are never parsed;
+    the others are parsed in up to ``workers`` (default: the usable CPUs) worker
+    processes, largest first, where a libcst crash or a parse that outlives its time
+    becomes that file's ``path:line: message``."""
+    paths = list(paths)
+    reach = kernel_reaching_caches(paths) if graph else None
     records: list[FileMigration | None] = []
     jobs: list[_Job] = []
     slots: list[int] = []  # jobs[i] fills records[slots[i]]
+    reaches: list[Mapping[int, str] | None] = []  # per record
     limit = max_bytes()
     for file in _python_files(paths):
         read = file if isinstance(file, FileMigration) else _read(file)
-        record = _screen(str(file), read) if isinstance(read, bytes) else read
+        reaching = reach.of(str(file)) if reach is not None else None
+        reaches.append(reaching)
+        parse = reach is not None and os.path.realpath(str(file)) in reach.factories
+        record = _screen(str(file), read, parse=parse) if isinstance(read, bytes) else read
         if record is None and isinstance(read, bytes):
-            slots.append(len(records))
-            jobs.append(_Job(str(file), read, limit, skip_delegating))
+            hit = memo.get(str(file), read) if memo is not None else None
+            if hit is not None and not set(reaching or ()) & {line for line, _, _ in hit.caches}:
+                record = _replay(str(file), read, hit, reaching)
+            else:
+                slots.append(len(records))
+                jobs.append(_Job(str(file), read, limit, skip_delegating, reaching, seed))
         records.append(record)
+    total, decided = len(records), len(records) - len(jobs)
+    if progress is not None:
+        progress(decided, total)
+    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].data))  # the largest first: no long tail
+    queue = [jobs[i] for i in order]
     done = 0
     count = min(workers if workers is not None else _usable_cpus(), len(jobs))
-    for index, outcome in run_isolated(_migrate_job, jobs, workers=count, timeout=_deadline):
-        job = jobs[index]
-        records[slots[index]] = outcome if isinstance(outcome, FileMigration) else _crashed(job, outcome)
+    for index, outcome in run_isolated(_migrate_job, queue, workers=count, timeout=_deadline):
+        job = queue[index]
+        slot = slots[order[index]]
+        record = outcome if isinstance(outcome, FileMigration) else _crashed(job, outcome)
+        if memo is not None:
+            _remember(memo, record, job.reaching)
+        records[slot] = record
+        decided += 1
+        if progress is not None:
+            progress(decided, total)
         while done < len(records) and records[done] is not None:
-            yield records[done]  # type: ignore[misc]
+            yield _judge(records[done], reaches[done])  # type: ignore[arg-type]
             done += 1
-    yield from records[done:]  # type: ignore[misc]
+    for rest in range(done, len(records)):
+        yield _judge(records[rest], reaches[rest])  # type: ignore[arg-type]
+
+
+def _replay(path: str, data: bytes, hit: MemoRecord, reaching: Mapping[int, str] | None) -> FileMigration:
+    """A memo hit as a record: nothing changes, the same warnings and kept caches."""
+    kept = KEPT_NO_GRAPH if reaching is None else KEPT_NO_KERNEL
+    caches = tuple((line, name, kept if why == "none" else why) for line, name, why in hit.caches)
+    result = TransformSkip(
+        skip_reason=SkipReason.OTHER,
+        skip_description="unchanged since an earlier run (migrate memo)",
+        warning_messages=list(hit.warnings),
+    )
+    return FileMigration(path, result, data, data, caches=caches)
+
+
+def _remember(memo: Memo, record: FileMigration, reaching: Mapping[int, str] | None) -> None:
+    """Store an unchanged file's outcome, or the seed of a changed one; never one the graph
+    decided (a cache at a kernel-reaching line) nor a failure."""
+    if record.problem is not None or not isinstance(record.result, TransformSuccess):
+        return
+    if record.changed:
+        if record.again is not None:
+            memo.put(record.path, record.after, record.again)
+        return
+    if set(reaching or ()) & {line for line, _, _ in record.caches}:
+        return
+    memo.put(record.path, record.before, _memo_record(record.warnings, record.caches))
 
 
 @dataclass(frozen=True)
@@ -329,6 +491,8 @@ class _Job:
     data: bytes
     limit: int
     skip_delegating: bool
+    reaching: Mapping[int, str] | None = None
+    again: bool = False
 
 
 def _usable_cpus() -> int:
@@ -344,11 +508,13 @@ def _deadline(job: _Job) -> float:
 def _migrate_job(job: _Job) -> FileMigration:
     """The worker side of :func:`migrate_paths`: one file's bytes to a picklable record."""
     path, data = job.path, job.data
-    migration = migrate_bytes(path, data, job.limit, skip_delegating=job.skip_delegating)
+    migration = migrate_bytes(
+        path, data, job.limit, skip_delegating=job.skip_delegating, reaching=job.reaching, again=job.again
+    )
     if isinstance(migration.result, TransformFailure):  # libcst's exceptions may not unpickle
         error = RuntimeError(f"{type(migration.result.error).__name__}: {migration.result.error}")
         result = TransformFailure(error=error, traceback_str=migration.traceback, warning_messages=[])
-        migration = FileMigration(path, result, data, data, migration.encoding, migration.problem)
+        migration = dataclasses.replace(migration, result=result)
     return migration
 
 

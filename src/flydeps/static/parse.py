@@ -10,7 +10,9 @@ entries. The cache lives in ``platformdirs.user_cache_dir("flydeps")``
 validated field by field and bound to their key (:mod:`flydeps.static.store`): nothing in
 the cache directory can run code, crash the interpreter or stand for another file; a
 malformed entry is a miss and gets rewritten. A directory others can write, or another
-user's, is refused (one warning) and the run goes on uncached.
+user's, is refused (one warning) and the run goes on uncached. The cache is kept under
+``FLYDEPS_PARSE_CACHE_MAX_BYTES``: about once per :data:`flydeps.caches.WRITE_CHECK_EVERY`
+writes, its least recently used entries past the limit are deleted (:mod:`flydeps.caches`).
 
 Misses are extracted in a pool of worker processes when there is enough work to pay for
 it (cold whole-tree runs), else in-process; workers die with this process
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from blake3 import blake3
 
-from .. import settings
+from .. import caches, settings
 from . import processes, store
 from .extract import extract, failed_summary, longest_line, too_complex
 from .store import Invalid
@@ -209,6 +211,7 @@ class SummaryCache:
         """Store a JSON-able document for (``kind``, ``key``); failures only log."""
         if self.directory is not None:
             store.write_entry(self._path(key), kind, key, document)
+            caches.note_parse_write()  # about once per WRITE_CHECK_EVERY writes: its size limit
 
 
 def _extract_and_store(job: tuple[str, bytes, str | None]) -> FileSummary:

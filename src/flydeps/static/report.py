@@ -23,7 +23,7 @@ from .project import Diagnostic, one_line
 if TYPE_CHECKING:  # imported by the runs that solve a call graph only
     from .callresult import CallGraph
 
-__all__ = ["FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "format_pycg"]
+__all__ = ["EXTERNALS", "FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "format_pycg"]
 
 JSON_SCHEMA = "flydeps.graph/1"
 # Enum ``.value`` is a descriptor call; graphs have tens of thousands of edges.
@@ -34,7 +34,9 @@ _SHORT = 8
 @dataclass(frozen=True)
 class ReportOptions:
     """``colour``: ANSI styles; ``expand_external``: library calls one per line in the
-    tree; ``legend``: the tree ends with what each column and marker means; ``calls``: the
+    tree; ``externals``: in the pictures (dot, mermaid), ``show`` every library leaf,
+    ``collapse`` them into one node per library (the default), ``hide`` them; ``legend``:
+    the tree ends with what each column and marker means; ``calls``: the
     call graph (``analyze(..., calls=True)``): the pycg format writes it, the tree marks
     each edge through which code uses code ``(call)`` or ``(ref)``, the json gives every
     edge a ``call`` key."""
@@ -43,6 +45,7 @@ class ReportOptions:
     expand_external: bool = False
     legend: bool = False
     calls: CallGraph | None = None
+    externals: str = "collapse"  # dot/mermaid: library leaves each shown, one per library, or hidden
 
 
 class _Calls:
@@ -202,6 +205,8 @@ def format_tree(
 def _tree_items(graph: DepGraph, nid: str, options: ReportOptions) -> list[tuple[str, Edge | None]]:
     """Children of ``nid``: one item per edge target, externals folded into one line."""
     edges = list(dict((e.dst, e) for e in graph.successors(nid)).values())
+    if options.externals == "hide":
+        edges = [e for e in edges if graph.nodes[e.dst].kind is not NodeKind.EXTERNAL]
     external = [e for e in edges if graph.nodes[e.dst].kind is NodeKind.EXTERNAL and not options.expand_external]
     items: list[tuple[str, Edge | None]] = [("", e) for e in edges if e not in external]
     if external:
@@ -338,44 +343,133 @@ def format_json(
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
-def _short_label(node: Node) -> str:
-    name = one_line(_display_name(node, None))
-    tags = "".join(f" [{t}]" for t in sorted(node.tags))
-    where = f"\\n{node.location}" if node.location else ""
-    return f"{name}{tags}{where}"
-
-
-_DOT_STYLE = {
-    NodeKind.EXTERNAL: "shape=ellipse, color=gray50, fontcolor=gray30",
-    NodeKind.UNRESOLVED: 'shape=box, style="dashed", color=red',
-    NodeKind.GLOBAL: "shape=note",
-    NodeKind.OBJECT: "shape=component",
-    NodeKind.CLASS: "shape=box3d",
-    NodeKind.MODULE: "shape=tab",
+# The pictures (dot, mermaid): nodes grouped by module, filled by role; library leaves
+# collapsed into one node per library unless asked (a real kernel reaches ~100 of them).
+EXTERNALS = ("collapse", "show", "hide")
+# role -> (fill, border): Okabe-Ito hues, light fills, readable in grey print.
+_ROLE_COLOURS = {
+    "factory": ("#FBD9A0", "#E69F00"),
+    "kernel": ("#CDE9F8", "#0072B2"),
+    "launcher": ("#BDE8D9", "#009E73"),
+    "helper": ("#FFFFFF", "#555555"),
+    "class": ("#EFEFEF", "#555555"),
+    "value": ("#FAF6C6", "#B8A800"),
+    "library": ("#E5E5E5", "#999999"),
+    "unresolved": ("#FFE5E5", "#D00000"),
 }
+_ROLE_SHAPE = {"value": "note", "class": "box3d", "library": "ellipse", "unresolved": "box"}
+
+
+def _role(node: Node) -> str:
+    for tag in ("factory", "launcher", "kernel"):
+        if tag in node.tags:
+            return tag
+    return {
+        NodeKind.GLOBAL: "value",
+        NodeKind.EXTERNAL: "library",
+        NodeKind.UNRESOLVED: "unresolved",
+        NodeKind.CLASS: "class",
+    }.get(node.kind, "helper")
+
+
+@dataclass(frozen=True)
+class _Picture:
+    """What a picture draws: ``clusters`` (module -> its node ids, in order), ``libraries``
+    (id -> label of each library node), ``edges`` (src, dst, label), ``labels`` by id."""
+
+    clusters: dict[str, list[str]]
+    libraries: dict[str, str]
+    edges: list[tuple[str, str, str]]
+    labels: dict[str, str]
+    roles: dict[str, str]
+
+
+def _picture(graph: DepGraph, externals: str) -> _Picture:
+    clusters: dict[str, list[str]] = {}
+    libraries: dict[str, set[str]] = {}
+    labels: dict[str, str] = {}
+    roles: dict[str, str] = {}
+    leaf_of: dict[str, str] = {}  # an external node -> the node drawn for it
+    for node in sorted(graph.nodes.values(), key=lambda n: n.id):
+        role = _role(node)
+        if node.kind is NodeKind.EXTERNAL:
+            if externals == "hide":
+                continue
+            dotted = node.id.partition(":")[2]
+            drawn = node.id if externals == "show" else "external:" + dotted.partition(".")[0]
+            leaf_of[node.id] = drawn
+            libraries.setdefault(drawn, set()).add(dotted)
+            roles[drawn] = role
+            continue
+        module = node.module if node.kind is not NodeKind.UNRESOLVED else "unresolved"
+        clusters.setdefault(module, []).append(node.id)
+        name = one_line(node.qualname if node.kind is not NodeKind.UNRESOLVED else _display_name(node, None))
+        tags = "".join(f" [{t}]" for t in sorted(node.tags))
+        where = f"\\n{node.location.path.rpartition('/')[2]}:{node.location.line}" if node.location else ""
+        labels[node.id] = f"{name}{tags}{where}"
+        roles[node.id] = role
+    library_labels = {}
+    for drawn, names in libraries.items():
+        top = drawn.partition(":")[2]
+        library_labels[drawn] = top if externals == "show" else f"{top}\\n{_plural(len(names), 'name')}"
+    edges: dict[tuple[str, str], str] = {}
+    for edge in graph.edges:
+        src, dst = edge.src, leaf_of.get(edge.dst, edge.dst)
+        if src not in roles or dst not in roles or src == dst:
+            continue
+        edges.setdefault((src, dst), "" if edge.kind is EdgeKind.CALLS else _KIND[edge.kind])
+    ordered = sorted((a, b, k) for (a, b), k in edges.items())  # the same picture on every interpreter
+    return _Picture(clusters, library_labels, ordered, labels, roles)
 
 
 def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\\\\n", "\\n") + '"'
 
 
+def _dot_node(nid: str, label: str, role: str, root: bool) -> str:
+    fill, border = _ROLE_COLOURS[role]
+    shape = _ROLE_SHAPE.get(role, "box")
+    style = '"dashed,filled"' if role == "unresolved" else '"rounded,filled"' if shape == "box" else "filled"
+    width = ", penwidth=2.5" if root else ""
+    return (
+        f"    {_dot_quote(nid)} [label={_dot_quote(label)}, shape={shape}, style={style}, "
+        f'fillcolor="{fill}", color="{border}"{width}];'
+    )
+
+
 def format_dot(
     graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
 ) -> str:
+    """Graphviz: a cluster per module, nodes filled by role (the legend says which), library
+    leaves per ``options.externals``; roots drawn with a thick border."""
+    picture = _picture(graph, options.externals)
+    roots = set(graph.roots)
     lines = [
         "digraph flydeps {",
-        "  rankdir=LR;",
-        '  node [shape=box, fontname="Helvetica", fontsize=10];',
-        '  edge [fontname="Helvetica", fontsize=8];',
+        "  rankdir=LR; newrank=true;",
+        '  node [fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8, color="#666666", arrowsize=0.6];',
+        '  graph [fontname="Helvetica", fontsize=11];',
     ]
-    for node in sorted(graph.nodes.values(), key=lambda n: n.id):
-        attrs = _DOT_STYLE.get(node.kind, "")
-        if node.id in graph.roots:
-            attrs = (attrs + ", " if attrs else "") + "penwidth=2"
-        label = _dot_quote(_short_label(node))
-        lines.append(f"  {_dot_quote(node.id)} [label={label}{', ' + attrs if attrs else ''}];")
-    for edge in graph.edges:
-        lines.append(f"  {_dot_quote(edge.src)} -> {_dot_quote(edge.dst)} [label={_dot_quote(_KIND[edge.kind])}];")
+    for n, (module, nids) in enumerate(sorted(picture.clusters.items())):
+        lines.append(f'  subgraph "cluster_{n}" {{')
+        lines.append(f'    label={_dot_quote(module)}; style="rounded"; color="#BBBBBB";')
+        lines += [_dot_node(nid, picture.labels[nid], picture.roles[nid], nid in roots) for nid in nids]
+        lines.append("  }")
+    if picture.libraries:
+        lines.append('  subgraph "cluster_libraries" {')
+        lines.append('    label="libraries"; style="rounded,dashed"; color="#BBBBBB";')
+        lines += [_dot_node(nid, label, "library", False) for nid, label in sorted(picture.libraries.items())]
+        lines.append("  }")
+    for src, dst, kind in picture.edges:
+        label = f" [label={_dot_quote(kind)}]" if kind else ""
+        lines.append(f"  {_dot_quote(src)} -> {_dot_quote(dst)}{label};")
+    lines.append('  subgraph "cluster_legend" {')
+    lines.append('    label="legend"; style="rounded"; color="#DDDDDD";')
+    used = sorted(set(picture.roles.values()), key=list(_ROLE_COLOURS).index)
+    lines += [_dot_node(f"legend:{role}", role, role, False) for role in used]
+    lines += [f'    "legend:{a}" -> "legend:{b}" [style=invis];' for a, b in zip(used, used[1:])]
+    lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -387,19 +481,32 @@ def _mermaid_text(text: str) -> str:
 def format_mermaid(
     graph: DepGraph, digests: Mapping[str, str], diagnostics: Sequence[Diagnostic], options: ReportOptions
 ) -> str:
-    ids = {nid: f"n{i}" for i, nid in enumerate(sorted(graph.nodes))}
+    """Mermaid: the same picture as :func:`format_dot` (subgraph per module, classes by role)."""
+    picture = _picture(graph, options.externals)
+    every = sorted(picture.roles)
+    ids = {nid: f"n{i}" for i, nid in enumerate(every)}
     lines = ["flowchart LR"]
-    for nid in sorted(graph.nodes):
-        node = graph.nodes[nid]
-        text = _mermaid_text(_short_label(node))
-        shape = f'(["{text}"])' if node.kind is NodeKind.EXTERNAL else f'["{text}"]'
-        lines.append(f"  {ids[nid]}{shape}")
-    for edge in graph.edges:
-        lines.append(f"  {ids[edge.src]} -->|{_KIND[edge.kind]}| {ids[edge.dst]}")
-    unresolved = [ids[n] for n, node in sorted(graph.nodes.items()) if node.kind is NodeKind.UNRESOLVED]
-    if unresolved:
-        lines.append("  classDef unresolved stroke:#d00,stroke-dasharray:4")
-        lines.append(f"  class {','.join(unresolved)} unresolved")
+    for n, (module, nids) in enumerate(sorted(picture.clusters.items())):
+        lines.append(f'  subgraph m{n}["{_mermaid_text(module)}"]')
+        lines += [f'    {ids[nid]}["{_mermaid_text(picture.labels[nid])}"]' for nid in nids]
+        lines.append("  end")
+    if picture.libraries:
+        lines.append('  subgraph libraries["libraries"]')
+        lines += [f'    {ids[nid]}(["{_mermaid_text(label)}"])' for nid, label in sorted(picture.libraries.items())]
+        lines.append("  end")
+    for src, dst, kind in picture.edges:
+        arrow = f"-->|{kind}|" if kind else "-->"
+        lines.append(f"  {ids[src]} {arrow} {ids[dst]}")
+    for role, (fill, border) in _ROLE_COLOURS.items():
+        members = [ids[nid] for nid in every if picture.roles[nid] == role]
+        if members:
+            dashed = ",stroke-dasharray:4" if role == "unresolved" else ""
+            lines.append(f"  classDef {role} fill:{fill},stroke:{border}{dashed}")
+            lines.append(f"  class {','.join(members)} {role}")
+    roots = [ids[r] for r in graph.roots if r in ids]
+    if roots:
+        lines.append("  classDef root stroke-width:3px")
+        lines.append(f"  class {','.join(roots)} root")
     return "\n".join(lines) + "\n"
 
 
