@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib.machinery
 import importlib.metadata
 import marshal
 import os
@@ -91,7 +92,7 @@ class _Index:
 
 _METADATA_FILES = frozenset({"METADATA", "PKG-INFO", "top_level.txt", "RECORD"})
 _META_SUFFIXES = (".dist-info", ".egg-info")
-_INDEX_FORMAT = 4
+_INDEX_FORMAT = 6
 _loaded: _Index | None = None
 _checked: set[str] = set()  # distributions whose metadata was found as remembered
 
@@ -448,22 +449,37 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
 
 
 def _top_level_inferred(dist: importlib.metadata.Distribution) -> set[str]:
-    """Top-level names of a distribution without ``top_level.txt``, from the ``.py`` files it
-    installed (``importlib.metadata``'s rule: a file's first path part, or a top-level
-    module's name), read from ``RECORD`` as text when there is one."""
+    """Top-level names of a distribution without ``top_level.txt``, by ``importlib.metadata``'s
+    rule of this Python, from ``RECORD`` read as text when there is one. Up to 3.11: the
+    ``.py`` files it installed (a file's first path part, or a top-level module's name).
+    From 3.12: every file's first path part, or a top-level file's module name by any import
+    suffix (a compiled ``x__mypyc.cpython-312-...so`` too), keeping names without a dot."""
     record = dist.read_text("RECORD")
-    if record is None:
-        return {
-            f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"
-        }
+    paths = [row[0] for row in _record_rows(record) if row] if record is not None else None
+    if paths is None:
+        paths = [str(f.as_posix()) for f in (dist.files or ())]
     tops = set()
-    for row in _record_rows(record):
-        path = row[0] if row else ""
-        if not path.endswith(".py") or path.rsplit("/", 1)[-1] == ".py":
-            continue
+    for path in paths:
         head, sep, _ = path.partition("/")
-        tops.add(head if sep else path[:-3])
+        if sys.version_info >= (3, 12):
+            name = head if sep else (_module_name(path) or path)
+            if "." not in name and name != "__pycache__":  # compiled files of top-level modules
+                tops.add(name)
+        elif path.endswith(".py") and path.rsplit("/", 1)[-1] != ".py":
+            tops.add(head if sep else path[:-3])
     return tops
+
+
+def _module_name(filename: str) -> str | None:
+    """``inspect.getmodulename`` without importing inspect: the name before the longest
+    import suffix the file ends with."""
+    for suffix in _SUFFIXES:
+        if filename.endswith(suffix) and len(filename) > len(suffix):
+            return filename[: -len(suffix)]
+    return None
+
+
+_SUFFIXES = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
 
 
 def _version(dist: str) -> str:

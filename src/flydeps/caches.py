@@ -10,7 +10,8 @@ Four caches, by name (:data:`NAMES`), each with a size limit (:func:`limit`):
   (:func:`note_parse_write`: about one check every :data:`WRITE_CHECK_EVERY` writes, each
   process starting at a random point of that period, so short runs share the checks).
 * ``memo``: the installed-distribution index and the generated-code memo
-  (``$FLYDEPS_CACHE_DIR/origin/*.marshal``, ``codegen/<tag>/<key>.marshal``), limit
+  (``$FLYDEPS_CACHE_DIR/origin/*.marshal``, ``codegen/<tag>/<key>.marshal``) and
+  ``flydeps migrate``'s memo of files that need nothing (``migrate-<n>/<xx>/<key>``), limit
   ``FLYDEPS_MEMO_MAX_BYTES``.
 * ``index``: flydsl_runtime's persistent index (``$FLYDEPS_CACHE_DIR/runtime-index-v1.sqlite3``),
   rows deleted through SQLite (its own locks: a process that has the file open keeps a
@@ -200,6 +201,8 @@ _LAYOUTS: dict[str, tuple[_Layout, ...]] = {
     "memo": (
         _Layout((_exact("origin"),), re.compile(r"(?:index-[0-9a-f]+|installed)\.marshal")),
         _Layout((_exact("codegen"), re.compile(r"[\w.-]+")), re.compile(r"[0-9a-f]{64}\.marshal")),
+        # flydeps migrate's files-needing-nothing memo (flydeps.static.migrate_state.Memo)
+        _Layout((re.compile(r"migrate-\d+"), re.compile(r"[0-9a-f]{2}")), re.compile(r"[0-9a-f]{64}")),
     ),
     "artifacts": (_Layout((re.compile(r"[^.][^/]*"),), re.compile(r"[0-9a-f]{64}\.pkl"), header=False, locked=True),),
 }
@@ -223,7 +226,7 @@ def _locations(name: str) -> tuple[str, ...]:
     if name == "parse":
         return (str(root / "static-v*"),)
     if name == "memo":
-        return (str(root / "origin"), str(root / "codegen"))
+        return (str(root / "origin"), str(root / "codegen"), str(root / "migrate-*"))
     return (str(root),)
 
 

@@ -11,6 +11,7 @@ connected component. Nothing here reads files or the clock; ids and digests only
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -226,7 +227,7 @@ class Fingerprint:
         out += [NodeDiff(nid, node.kind, "removed", node.detail) for nid, node in old.items() if nid not in new]
         from ._codeswap import code_swaps, merge_code_swaps  # imports this module
 
-        return tuple(merge_code_swaps(out, code_swaps(other, self)))
+        return _generations(merge_code_swaps(out, code_swaps(other, self)), self.graph, other.graph)
 
     def explain(self, other: "Fingerprint") -> tuple[str, ...]:
         """Human reasons why ``self`` differs from ``other`` (empty when digests agree).
@@ -238,6 +239,34 @@ class Fingerprint:
             return ()
         reasons = tuple(str(d) for d in self.diff(other))
         return reasons or ("the dependency structure changed (same nodes, different edges)",)
+
+
+_GENERATION = re.compile(r"#\d+(?=#|$)")
+
+
+def _generation_base(nid: str) -> str:
+    """``a:load#2`` -> ``a:load``: distinct function objects of one ``def`` are numbered in
+    the order a walk reaches them (two generations alive after a partial reload, two
+    closures), so the number says nothing about which is which."""
+    return _GENERATION.sub("", nid)
+
+
+def _generations(diffs: list[NodeDiff], new: DepGraph, old: DepGraph) -> tuple[NodeDiff, ...]:
+    """``diffs`` without what only renumbering made: a name that now reaches another
+    generation of the same function is that function ``changed`` when its digest differs
+    (``helper a:load changed``, not ``load (read by a:acc) now resolves to a:load#2``), and
+    nothing when it does not; each difference once."""
+    out: list[NodeDiff] = []
+    renumbered: set[str] = set()
+    for d in diffs:
+        if d.status == "rebound" and _generation_base(d.old) == _generation_base(d.new):
+            renumbered.add(d.new)
+            if old.nodes[d.old].digest != new.nodes[d.new].digest:
+                out.append(NodeDiff(_generation_base(d.new), d.kind, "changed"))
+            continue
+        out.append(d)
+    kept = [d for d in out if not (d.status == "added" and d.node in renumbered)]
+    return tuple(dict.fromkeys(kept))
 
 
 def _rebound_edges(new: DepGraph, old: DepGraph) -> list[NodeDiff]:

@@ -3,9 +3,11 @@
 
 Oracle: ``importlib.metadata.packages_distributions()`` and ``importlib.metadata.version()``
 on the environment running the tests. Python 3.10's ``packages_distributions`` reads only
-``top_level.txt`` (3.11 infers the rest from installed files, 3.12+ also lists a
-``__pycache__`` directory as a package): the index applies 3.11's rule on every version,
-so it must contain everything the running version's answer has, ``__pycache__`` aside.
+``top_level.txt`` (3.11 infers the rest from installed ``.py`` files, 3.12+ from every
+installed file: a top-level compiled module such as isort's ``<hash>__mypyc`` too, and a
+``__pycache__`` directory as a package): the index applies the running version's rule from
+3.11 on (3.11's on 3.10), so it must contain everything the running version's answer has,
+``__pycache__`` aside.
 """
 
 from __future__ import annotations

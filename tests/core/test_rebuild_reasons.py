@@ -188,3 +188,38 @@ def test_every_declared_dependency_is_imported_and_every_documented_one_declared
     table = design.split("## Dependencies and why", 1)[1].split("\n## ", 1)[0]
     for row in re.findall(r"^\| `([\w-]+)`", table, re.MULTILINE):
         assert row.lower() in declared, f"docs/design.md lists {row} as a dependency; pyproject.toml does not"
+
+
+@pytest.mark.parametrize("order", ["a.acc(x) + b.use(x)", "b.use(x) + a.acc(x)"])
+def test_a_partial_reload_is_a_change_of_the_helper_not_a_rebinding_to_a_number(
+    tmp_path: Path, monkeypatch, order: str
+) -> None:
+    """Module ``a`` reloaded after an edit while ``b`` still holds ``from a import load``:
+    two generations of ``load`` are alive and numbered in reach order (``a:load``,
+    ``a:load#2``). ``new.explain(old)`` says ``helper a:load changed``, once, whichever
+    generation got the number (issue 38: it said ``load (read by a:acc) now resolves to
+    a:load#2``, or the change twice)."""
+    import importlib
+    import time
+
+    name = f"partial_{abs(hash(order)) % 10**8}_{time.monotonic_ns()}"
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def load(x):\n    return x + 1\n\n\ndef acc(x):\n    return load(x) * 2\n")
+    (pkg / "b.py").write_text(f"from {name}.a import load\n\n\ndef use(x):\n    return load(x) - 1\n")
+    (pkg / "k.py").write_text(f"from {name} import a, b\n\n\ndef kernel(x):\n    return {order}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    k = importlib.import_module(f"{name}.k")
+    a = importlib.import_module(f"{name}.a")
+    old = flydeps.fingerprint(k.kernel)
+    (pkg / "a.py").write_text("def load(x):\n    return x + 5\n\n\ndef acc(x):\n    return load(x) * 2\n")
+    stamp = time.time() + 5
+    os.utime(pkg / "a.py", (stamp, stamp))
+    importlib.invalidate_caches()
+    importlib.reload(a)
+    new = flydeps.fingerprint(k.kernel)
+    assert {n for n in new.graph.nodes if ":load" in n} == {f"{name}.a:load", f"{name}.a:load#2"}
+    assert new.explain(old) == (f"helper {name}.a:load changed",)
+    for mod in [m for m in sys.modules if m.startswith(name)]:
+        del sys.modules[mod]

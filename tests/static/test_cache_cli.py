@@ -393,3 +393,24 @@ def test_index_symlink_is_refused(cache: Path, tmp_path: Path, capsys: pytest.Ca
     with sqlite3.connect(elsewhere) as conn:
         assert conn.execute("SELECT count(*) FROM specializations").fetchone()[0] == 1
     conn.close()
+
+
+def test_the_migrate_memo_is_a_memo_cache_too(cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``flydeps migrate --check`` remembers the files that need nothing; those files are
+    counted and cleared with the other memos (every cache flydeps writes, issue 38)."""
+    project = tmp_path / "mig"
+    project.mkdir()
+    (project / "k.py").write_text(
+        "import functools\n\nimport flydsl_runtime.flyc as flyc\n\n\n@functools.lru_cache\ndef env_table(n):\n"
+        "    return n\n"
+    )
+    main(["migrate", "--check", str(project)])
+    capsys.readouterr()
+    migrate_memos = list(cache.glob("migrate-*/*/*"))
+    assert migrate_memos, "migrate wrote no memo: nothing to count"
+    memo = _by_name(_stats(capsys))["memo"]
+    assert memo["entries"] == len(_memos(cache)) + len(migrate_memos)
+    assert str(cache / "migrate-*") in memo["locations"]
+    code, _, err = _run(capsys, "clear", "memo")
+    assert code == 0, err
+    assert list(cache.glob("migrate-*/*/*")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import shutil
@@ -185,7 +186,8 @@ def _with_built_and_scratch_files(repo: Path) -> None:
     )
     (repo / ".gitignore").write_text("*.so\n")
     _commit(repo, "uses a built extension")
-    (repo / "kernelrepo/common/_fastmem.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF built, ignored")
+    built = "_fastmem" + importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's: _fastmem.cpython-3XX-...so
+    (repo / "kernelrepo/common" / built).write_bytes(b"\x7fELF built, ignored")
 
 
 def test_diff_against_the_working_tree_reads_tracked_files_only(repo: Path, monkeypatch, capsys) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "apply_project_order",
     "find_import_config",
     "first_party_names",
+    "governed",
     "place_imports",
 ]
 
@@ -354,6 +355,15 @@ def find_import_config(path: str) -> ImportConfig | None:
         if parent == directory:
             return None
         directory = parent
+
+
+def governed(path: str) -> bool:
+    """Whether :func:`apply_project_order` may change or warn about ``path``: a configuration
+    governs it, or one on its way up cannot be read (the warning comes from there)."""
+    try:
+        return find_import_config(path) is not None
+    except ConfigError:
+        return True
 
 
 def _ruff_binary() -> str | None:

@@ -59,21 +59,23 @@ import os
 import stat
 import tempfile
 import tokenize
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.codemod import (
     CodemodContext,
+    SkipFile,
     SkipReason,
+    TransformExit,
     TransformFailure,
     TransformResult,
     TransformSkip,
     TransformSuccess,
-    transform_module,
 )
 
-from .codemod import FACADE_NAMES, KEPT_NO_GRAPH, KEPT_NO_KERNEL, MigrateCommand
+from .codemod import FACADE_NAMES, KEPT_NO_GRAPH, KEPT_NO_KERNEL, MigrateCommand, source_facts
 from .isolate import Crashed, precheck, run_isolated
 from .migrate_state import Memo, MemoRecord, cached_factory_lines, kernel_reaching_caches
 from .parse import max_file_bytes
@@ -201,10 +203,37 @@ def migrate_source(
     return _run(code, path, skip_delegating, reaching)[0]
 
 
+def transform_module(command: MigrateCommand, code: str) -> TransformResult:
+    """libcst's ``transform_module`` (same results, never an exception) that hands the
+    command the text it parsed and takes the result's code from the command when it has it
+    (:attr:`MigrateCommand.text`): no code generation for a file that does not change, no
+    re-parse of the project's tool's output (issue 38)."""
+    try:
+        command.source = code
+        tree = cst.parse_module(code)
+        output = command.transform_module(tree)
+        text = command.text if command.text is not None else output.code
+        return TransformSuccess(code=text, warning_messages=command.context.warnings)
+    except KeyboardInterrupt:
+        return TransformExit()
+    except SkipFile as exc:
+        return TransformSkip(
+            skip_description=str(exc), skip_reason=SkipReason.OTHER, warning_messages=command.context.warnings
+        )
+    except Exception as exc:
+        return TransformFailure(
+            error=exc, traceback_str=traceback.format_exc(), warning_messages=command.context.warnings
+        )
+
+
 def _run(
     code: str, path: str, skip_delegating: bool, reaching: Mapping[int, str] | None
 ) -> tuple[TransformResult, tuple[tuple[int, str, str], ...]]:
     command = MigrateCommand(CodemodContext(filename=path), skip_delegating=skip_delegating, reaching=reaching)
+    facts = source_facts(code)
+    if facts is not None and facts.inert:  # nothing to rewrite or report: libcst's result, without libcst
+        return TransformSuccess(code=code, warning_messages=[]), ()
+    command.preset(facts)
     result = transform_module(command, code)
     caches = tuple(command.cache_functions)
     if isinstance(result, TransformSuccess) and code.endswith("\r") and not code.endswith("\r\n"):
@@ -352,6 +381,8 @@ def _judge(record: FileMigration, reaching: Mapping[int, str] | None) -> FileMig
 def _explain(error: Exception, text: str, path: str) -> tuple[int, str]:
     """Line and message of a failed transform; syntax errors as CPython words and places
     them (libcst's parser points at the next token), like ``flydeps graph`` does."""
+    if isinstance(error, SyntaxError):  # CPython's parser (the codemod's ast pass) refused what libcst took
+        return error.lineno or 1, f"syntax error: {error.msg}; fix the file"
     if not isinstance(error, cst.ParserSyntaxError):
         return 1, f"flydeps migrate failed: {type(error).__name__}: {error}; please report this with the file"
     try:
