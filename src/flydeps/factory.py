@@ -39,7 +39,6 @@ between the two halves is at the top of ``src/flydeps/_fastcache.c``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import threading
@@ -465,7 +464,7 @@ def _succeed(cache: _FactoryCache) -> dict[object, Fingerprint]:
         return {}
     with old.lock:
         items = old.entries.items()
-    return {key: dataclasses.replace(entry.fingerprint, _discovery=None, _roots=()) for key, entry in items}
+    return {key: entry.fingerprint.detached() for key, entry in items}
 
 
 class _Pending:

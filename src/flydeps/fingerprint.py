@@ -11,6 +11,7 @@ connected component. Nothing here reads files or the clock; ids and digests only
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -207,6 +208,12 @@ class Fingerprint:
         if self._discovery is None:
             raise DiscoveryError("this fingerprint was built from files, not live objects: it has no guard")
         return Guard(self._discovery)
+
+    def detached(self) -> "Fingerprint":
+        """The same digest, graph and node digests without the live objects it was
+        discovered from: it keeps nothing of the user's code alive and can still
+        :meth:`explain` a later state against it (no :meth:`guard`, no :meth:`refresh`)."""
+        return dataclasses.replace(self, _discovery=None, _roots=())
 
     def refresh(self) -> "Fingerprint":
         """Recompute from the same live roots (what they reach *now*)."""

@@ -365,7 +365,7 @@ def _predecessor_states(name: str) -> dict[type | None, Fingerprint]:
         return {}
     with old._lock:
         states = list(old._owners.items())
-    return {owner: dataclasses.replace(state.fingerprint, _discovery=None, _roots=()) for owner, state in states}
+    return {owner: state.fingerprint.detached() for owner, state in states}
 
 
 class Launcher(_WarmBase):  # type: ignore[misc,valid-type]

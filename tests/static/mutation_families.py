@@ -1020,3 +1020,288 @@ AFTER_TUNING = [
 ]
 
 CASES: list[Case] = [*FAMILY_1, *FAMILY_2, *FAMILY_3, *AFTER_TUNING]
+
+# Written by a red team (cases invented from FlyDSL-shaped code, answers from Python's
+# semantics): registries and bindings spanning several modules of a package.
+_PKG_REGISTRY_INIT = '''"""Kernel pieces: importing the package registers every piece."""
+
+from .registry import KERNELS, register
+from . import configs, reducers  # noqa: E402,F401  (registers)
+'''
+_PKG_REGISTRY = '''"""Name -> kernel piece registry."""
+
+import functools
+
+KERNELS = {}
+
+
+def register(name, *, arch=None):
+    def wrap(obj):
+        key = name if arch is None else f"{name}@{arch}"
+        KERNELS[key] = obj
+        return obj
+
+    return wrap
+
+
+def add(name, obj):
+    KERNELS[name] = obj
+
+
+def checked(fn):
+    @functools.wraps(fn)
+    def inner(a, b):
+        assert a.dtype == b.dtype
+        return fn(a, b)
+
+    return inner
+'''
+_PKG_REDUCERS = '''"""Reductions, registered at import."""
+
+import functools
+
+import flydsl.expr as fx
+
+from .registry import add, checked, register
+
+
+@register("sum")
+def reduce_sum(a, b):
+    return a + b
+
+
+@register("max", arch="gfx942")
+@checked
+def reduce_max(a, b):
+    return fx.maximum(a, b)
+
+
+def reduce_prod(a, b, acc="f32"):
+    return (a * b).to(acc)
+
+
+add("prod", functools.partial(reduce_prod, acc="f32"))
+
+
+def _unused_mean(a, b):
+    return (a + b) / 2
+'''
+_PKG_CONFIGS = '''"""Per-kernel launch configurations, registered at import."""
+
+from fk.kernels import registry
+
+
+@registry.register("ln_config")
+class LNConfig:
+    BLOCK = 256
+    VEC = 8
+'''
+_PKG_REGISTRY_FILES = {
+    "fk/kernels/__init__.py": _PKG_REGISTRY_INIT,
+    "fk/kernels/registry.py": _PKG_REGISTRY,
+    "fk/kernels/reducers.py": _PKG_REDUCERS,
+    "fk/kernels/configs.py": _PKG_CONFIGS,
+}
+_USES_PKG_REGISTRY = "from fk.kernels import KERNELS"
+_UTILS_INIT = '''"""Utilities re-exported for the kernels."""
+
+from flydsl.expr import maximumf as vmax
+
+from .vec import *  # noqa: F401,F403
+from . import mem  # noqa: E402
+'''
+_UTILS_VEC = '''"""Vector widths."""
+
+__all__ = ["vec_width", "LANES"]
+
+LANES = 64
+
+
+def vec_width(bits):
+    return 128 // bits
+
+
+def lanes(n):
+    return n // 32
+'''
+_UTILS_MEM = '''"""Memory access helpers."""
+
+import flydsl.expr as fx
+
+
+def load(ptr):
+    return fx.load(ptr)
+
+
+def load_nt(ptr):
+    return fx.load(ptr, nontemporal=True)
+'''
+_UTILS_FILES = {"fk/utils/__init__.py": _UTILS_INIT, "fk/utils/vec.py": _UTILS_VEC, "fk/utils/mem.py": _UTILS_MEM}
+_LANES_THEN_STAR = "def lanes(n):\n    return n // 64\n\n\nfrom fk.utils import *  # noqa: E402,F403"
+_KR = "fk/kernels/reducers.py"
+_KG = "fk/kernels/registry.py"
+
+RED_TEAM = [
+    Case(
+        3,
+        "decorator factory from a package's registry module",
+        _USES_PKG_REGISTRY,
+        'KERNELS["sum"]',
+        (_KR, "return a + b", "return b + a"),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        3,
+        "keyword argument of a registering decorator factory",
+        _USES_PKG_REGISTRY,
+        'KERNELS["max@gfx942"]',
+        (_KR, 'arch="gfx942"', 'arch="gfx950"'),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        3,
+        "key computed inside the registering decorator",
+        _USES_PKG_REGISTRY,
+        'KERNELS["max@gfx942"]',
+        (_KG, 'f"{name}@{arch}"', 'f"{name}:{arch}"'),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        3,
+        "stacked decorator: the wrapper the registry holds",
+        _USES_PKG_REGISTRY,
+        'KERNELS["max@gfx942"]',
+        (_KG, "assert a.dtype == b.dtype", "assert a.shape == b.shape"),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        3,
+        "registering decorator applied to a class",
+        _USES_PKG_REGISTRY,
+        'KERNELS["ln_config"].VEC',
+        ("fk/kernels/configs.py", "VEC = 8", "VEC = 16"),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        3,
+        "module-level registration call with functools.partial",
+        _USES_PKG_REGISTRY,
+        'KERNELS["prod"]',
+        (_KR, 'acc="f32"))', 'acc="f16"))'),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    # The red team's probes of the one false negative above, kept after the fix (issue 37).
+    Case(
+        3,
+        "function a module-level registration call passes, edited",
+        _USES_PKG_REGISTRY,
+        'KERNELS["prod"]',
+        (_KR, "return (a * b).to(acc)", "return (b * a).to(acc)"),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="after-tuning",
+    ),
+    Case(
+        3,
+        "key of a module-level registration call, edited",
+        _USES_PKG_REGISTRY,
+        'KERNELS["prod"]',
+        (_KR, 'add("prod"', 'add("product"'),
+        "change",
+        extra=_PKG_REGISTRY_FILES,
+        written="after-tuning",
+    ),
+    Case(
+        3,
+        "unregistered function beside registrations in a package",
+        _USES_PKG_REGISTRY,
+        'KERNELS["sum"]',
+        (_KR, "return (a + b) / 2", "return (a + b) * 0.5"),
+        "same",
+        extra=_PKG_REGISTRY_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "star import through a package __init__",
+        "from fk.utils import *  # noqa: F403",
+        "vec_width(16)",
+        ("fk/utils/vec.py", "128 // bits", "256 // bits"),
+        "change",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "__all__ of a star-imported submodule leaves the def",
+        _LANES_THEN_STAR,
+        "lanes(N)",
+        ("fk/utils/vec.py", "n // 32", "n // 16"),
+        "same",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "def kept by an __all__-limited star import through a package",
+        _LANES_THEN_STAR,
+        "lanes(N)",
+        (N, "n // 64", "n // 128"),
+        "change",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "__all__ edit makes a star import replace the def",
+        _LANES_THEN_STAR,
+        "lanes(N)",
+        ("fk/utils/vec.py", '"vec_width", "LANES"]', '"vec_width", "LANES", "lanes"]'),
+        "change",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "library name re-exported by a package __init__",
+        "from fk.utils import vmax",
+        "vmax",
+        ("fk/utils/__init__.py", "import maximumf as vmax", "import minimumf as vmax"),
+        "change",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "module-level alias of another module's function",
+        "from fk.utils import mem\n\nload = mem.load",
+        "load",
+        ("fk/utils/mem.py", "fx.load(ptr)", 'fx.load(ptr, cache="cg")'),
+        "change",
+        extra=_UTILS_FILES,
+        written="red-team",
+    ),
+    Case(
+        1,
+        "star import of the project's common module",
+        "from fk.common import *  # noqa: F403",
+        "pick_block(N)",
+        ("fk/common.py", "256 if n > 4096", "512 if n > 4096"),
+        "change",
+        written="red-team",
+    ),
+]
+
+CASES += RED_TEAM

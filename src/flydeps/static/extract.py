@@ -85,6 +85,7 @@ def extract(source: bytes, filename: str) -> FileSummary:
         alternatives=scopes.alternatives,
         star_after=scopes.star_after,
         lazy=scopes.lazy,
+        calls=tuple(scopes.calls),
     )
 
 
@@ -250,6 +251,7 @@ class _ScopeBuilder:
         self.problems: list[Problem] = []
         self.fallbacks: tuple[tuple[str, Binding], ...] = ()
         self.patches: list[tuple[str, str, ValueBinding]] = []
+        self.calls: list[tuple[str, ValueBinding]] = []  # module-level ``f(...)`` statements
         self.optional: set[str] = set()
         self.alternatives: tuple[tuple[str, Binding], ...] = ()
         self.star_after: tuple[tuple[str, int], ...] = ()
@@ -466,7 +468,8 @@ class _ScopeBuilder:
         self._targets(node.target, scope, "augmented assignment")
 
     def _stmt_Expr(self, node: ast.Expr, scope: _Scope) -> None:
-        """Module level: ``T.update(...)`` changes ``T``; ``setattr(Cls, "X", v)`` patches ``Cls``."""
+        """Module level: ``T.update(...)`` changes ``T``; ``setattr(Cls, "X", v)`` patches ``Cls``;
+        another call by name is recorded (``calls``) for the registries its callee fills."""
         call = node.value
         if scope.kind != "module" or not isinstance(call, ast.Call):
             return
@@ -477,6 +480,8 @@ class _ScopeBuilder:
         elif isinstance(call.func, ast.Attribute) and call.func.attr in _MUTATING_CALLS:
             head = dotted(call.func.value).partition(".")[0]
             scope.effect(head, statement_binding(node.lineno, "call", [call]))
+        elif dotted(call.func):  # ``add("prod", fn)``: a registry ``add`` fills may hold ``fn``
+            self.calls.append((dotted(call.func), statement_binding(node.lineno, "call", [call])))
 
     def _assign(self, target: ast.expr, value: ast.expr, scope: _Scope) -> None:
         pairs = _unpack(target, value)

@@ -17,8 +17,8 @@ import configparser
 import errno
 import os
 import posixpath
-import re
 import stat
+import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -201,10 +201,10 @@ def _metadata_dirs(tree: SourceTree, top: str) -> list[str]:
 def _pyproject_dirs(text: str) -> list[str]:
     if not text:
         return []
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10: the same spellings, by pattern
-        return [next(g for g in groups if g) for groups in re.findall(_PYPROJECT_PATTERN, text)]
+    else:  # Python 3.10: tomli, a dependency there (what tomllib became)
+        import tomli as tomllib
     try:
         tool = tomllib.loads(text).get("tool", {})
     except tomllib.TOMLDecodeError:
@@ -219,14 +219,6 @@ def _pyproject_dirs(text: str) -> list[str]:
     dirs += [posixpath.dirname(p.rstrip("/")) or "." for p in wheel.get("packages", [])]
     dirs += [p["from"] for p in tool.get("poetry", {}).get("packages", []) if isinstance(p, dict) and "from" in p]
     return [d for d in dirs if isinstance(d, str)]
-
-
-_PYPROJECT_PATTERN = (
-    r'package-dir\s*=\s*\{\s*""\s*=\s*"([^"]+)"'  # setuptools package-dir
-    r'|where\s*=\s*\[\s*"([^"]+)"'  # setuptools packages.find
-    r'|packages\s*=\s*\[\s*"([^"]+)/[^"/]+/?"'  # hatch wheel packages
-    r'|from\s*=\s*"([^"]+)"'  # poetry packages
-)
 
 
 def _setup_cfg_dirs(text: str) -> list[str]:

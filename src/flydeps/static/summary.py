@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 # Bump when the shape or meaning of a summary changes: old cache entries are then ignored.
-SUMMARY_VERSION = 10
+SUMMARY_VERSION = 11
 
 
 class ImportBinding(NamedTuple):
@@ -197,6 +197,10 @@ class FileSummary(NamedTuple):
     star_after: tuple[tuple[str, int], ...] = ()
     # PEP 562 ``__getattr__``: the modules (and names) it may return.
     lazy: tuple[ImportBinding, ...] = ()
+    # Module-level calls of a function by name (``register("prod", partial(f, acc="f32"))``):
+    # (the callee as written, the call statement); a registry the callee fills holds what the
+    # call passes (:meth:`flydeps.static.symbols.Index.registrations_of`).
+    calls: tuple[tuple[str, ValueBinding], ...] = ()
 
 
 def _shape() -> Record:
@@ -231,6 +235,7 @@ def _shape() -> Record:
         *(Seq(klass), Seq(code), Seq(Record(Problem, Int, Str))),
         *(scope, Seq(Fixed(Str, Str, value)), Seq(Str)),  # fallbacks, patches, optional_imports
         *(scope, Seq(Fixed(Str, Int)), Seq(imported)),  # alternatives, star_after, lazy
+        Seq(Fixed(Str, value)),  # calls
     )
 
 

@@ -432,9 +432,11 @@ class Index:
         return out
 
     def registrations_of(self, module: str, name: str) -> list[Target]:
-        """Module-level defs and classes of the other loaded modules decorated by a function
-        of ``module`` that stores into its ``name`` (``@register_reducer("sum")`` imported
-        from the registry module: what the decorator inserts into ``REDUCERS``)."""
+        """What fills ``module``'s ``name`` through a function of ``module`` that stores into
+        it: the module-level defs and classes of the other loaded modules that function
+        decorates (``@register_reducer("sum")`` imported from the registry module), and the
+        module-level calls of it in any loaded module (``add("prod", partial(f, acc="f32"))``:
+        the call statement, with what it reads)."""
         self.module(module)
         for loaded in list(getattr(self._load, "loaded", {}).values()):
             if loaded is None or loaded.name in self._registering_modules:
@@ -444,19 +446,26 @@ class Index:
             decorated += [("class", c.qualname, c.decorators) for c in loaded.summary.classes if "." not in c.qualname]
             for kind, qual, decorators in decorated:
                 for text in decorators:
-                    self._register(loaded.name, kind, qual, text)
+                    registered = Target(kind, module=loaded.name, qualname=qual)
+                    self._register(loaded.name, text, registered, other_module=True)
+            for text, call in loaded.summary.calls:  # ``add("prod", partial(f, ...))`` at module level
+                statement = Target("value", module=loaded.name, qualname=f"{text}#call.{call.line}", binding=call)
+                self._register(loaded.name, text, statement, other_module=False)
         return self._registered.get((module, name), [])
 
-    def _register(self, module: str, kind: str, qual: str, decorator: str) -> None:
-        hook = self.resolve_dotted(module, decorator)[0] if decorator else unresolved("")
-        home = self.module(hook.module) if hook.kind == "def" and hook.module != module else None
-        if home is None:
+    def _register(self, module: str, callee: str, registered: Target, *, other_module: bool) -> None:
+        """``registered`` (a decorated def or class, or a call statement) is a binding of every
+        module-level name that ``callee`` (resolved in ``module``) or a function inside it
+        stores into; a decorator of the module itself is handled with its other bindings."""
+        hook = self.resolve_dotted(module, callee)[0] if callee else unresolved("")
+        home = self.module(hook.module) if hook.kind == "def" else None
+        if home is None or (other_module and hook.module == module):
             return
         inner = hook.qualname + ".<locals>."
         for filled, bindings in home.alternatives.items():
             writers = [b.qualname for b in bindings if isinstance(b, DefBinding)]
             if any(q == hook.qualname or q.startswith(inner) for q in writers):
-                self._registered.setdefault((home.name, filled), []).append(Target(kind, module=module, qualname=qual))
+                self._registered.setdefault((home.name, filled), []).append(registered)
 
     def patches_of(self, module: str, cls_qual: str, attr: str) -> list[tuple[str, ValueBinding]]:
         """``Cls.attr = value`` statements (in any loaded module) that patch class
