@@ -58,7 +58,7 @@ def shapes():  # as AOT scripts iterate over problem sizes: one specialization p
 
 
 def _rows(out: Path) -> set[tuple[str, str]]:
-    from flydsl_runtime import index
+    from flydsl_runtime.persist import index
 
     with sqlite3.connect(out / index.INDEX_NAME) as conn:
         return set(conn.execute("SELECT key, ir_key FROM specializations").fetchall())
@@ -85,7 +85,7 @@ def main() -> int:
     os.environ.setdefault("ROCM_PATH", "/opt/flydeps-rocm")
     import distributed
 
-    from flydsl_runtime.aotbuild import build
+    from flydsl_runtime.aot.build import build
 
     results: dict[str, Any] = {}
     arches = ["gfx942", "gfx950"]

@@ -50,7 +50,7 @@ ROOT = HERE.parent
 
 def _clear_memos() -> None:
     """Forget every per-code-object memo of the imported flydeps (a cold process's state)."""
-    from flydeps import _bytecode
+    from flydeps.code import bytecode as _bytecode
 
     for memo in list(vars(_bytecode).values()):
         if hasattr(memo, "clear") and type(memo).__name__ in ("_CodeMemo", "WeakKeyDictionary"):

@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import flydeps  # noqa: E402
-from flydeps import _bytecode, _watch  # noqa: E402
+from flydeps.code import bytecode as _bytecode
+from flydeps.watch import watchers as _watch  # noqa: E402
 
 
 def write_package(root: Path, name: str, n_helpers: int, per_module: int = 8) -> None:
@@ -109,7 +110,7 @@ def main() -> None:
     args = parser.parse_args()
     warm = measure([int(c) for c in args.counts.split(",")], args.number, args.repeat)
     cold = measure([int(c) for c in args.cold_counts.split(",")], 200, 3)
-    hit_path = "C" if flydeps.factory._use_fastcache() else "Python"  # FLYDEPS_FASTCACHE=0: Python
+    hit_path = "C" if flydeps.builds.factory._use_fastcache() else "Python"  # FLYDEPS_FASTCACHE=0: Python
     namespaces = f"watchers ({_watch.BACKEND})" if _watch.AVAILABLE else "PEP 509 tags" if _watch.TAGS else "re-read"
     info = f"CPython {platform.python_version()}, namespaces: {namespaces}, hit path: {hit_path}"
     if args.json:

@@ -36,8 +36,10 @@ sys.path.insert(0, str(HERE))
 from bench_factory import write_package  # noqa: E402
 
 import flydeps  # noqa: E402
-from flydeps import _bytecode, _codescan, _disref  # noqa: E402
-from flydeps._bytecode import iter_qualnames  # noqa: E402
+from flydeps.code import bytecode as _bytecode  # noqa: E402
+from flydeps.code import disref as _disref  # noqa: E402
+from flydeps.code import scan as _codescan  # noqa: E402
+from flydeps.code.bytecode import iter_qualnames  # noqa: E402
 
 
 def corpus() -> list[CodeType]:

@@ -26,11 +26,11 @@ real. Rows, each the median of ``--repeat`` timing rounds:
   each call by one ``stat`` of the file; its bytes are digested again only when that moves).
 * ``flydeps decision, a trace that asked the device's properties``: the same launcher whose
   kernel scales by ``torch.cuda.get_device_properties(0).multi_processor_count`` (a derived
-  read of the trace, ``flydsl_runtime.devprops``, re-checked on each call, remembered until
+  read of the trace, ``flydsl_runtime.trace.devprops``, re-checked on each call, remembered until
   the environment changes). There is no GPU here: torch's device layer answers for a
   simulated 304-CU device (:func:`_simulate_device`; torch's own Python code runs).
 * ``flydeps decision, FLYDEPS_VERIFY=0.001``: the production canary
-  (:mod:`flydsl_runtime.verify`): every hit takes the Python warm path, and one hit in a
+  (:mod:`flydsl_runtime.launch.verify`): every hit takes the Python warm path, and one hit in a
   thousand, chosen per entry deterministically, re-traces and compares FlyDSL's IR key; the
   row is the average over all calls, the re-traces included. ``FLYDEPS_VERIFY=0`` (set, off):
   the Python warm path alone, which any set value takes.

@@ -56,7 +56,7 @@ from gen_large_launcher import write_package  # noqa: E402
 
 import flydeps  # noqa: E402
 import flydsl_runtime.flyc as flyc  # noqa: E402
-from flydeps import _bytecode  # noqa: E402
+from flydeps.code import bytecode as _bytecode  # noqa: E402
 
 
 def _load_large(tmp: Path, modules: int, helpers: int) -> Any:  # the generated package module

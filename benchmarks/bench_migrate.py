@@ -3,7 +3,7 @@
 Generates the synthetic kernel repository (``gen_synthetic_repo.py``, ~57k lines by
 default), migrates it once, then times the no-op run side by side in one process:
 
-* ``before``: ``migrate_paths`` of ``src/flydeps/static/migrate.py`` at ``--before`` (a git
+* ``before``: ``migrate_paths`` of ``src/flydeps/migrate/tree.py`` at ``--before`` (a git
   revision, default ``HEAD``), loaded from ``git show`` next to the current package;
 * ``pre-filter off``: this tree with :func:`may_change` forced to True, so every file is
   parsed (in the worker pool): what parallelism alone gives;
@@ -40,7 +40,7 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_synthetic_repo import generate  # noqa: E402
 
-from flydeps.static import migrate  # noqa: E402
+from flydeps.migrate import tree as migrate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _before(rev: str, scratch: Path) -> ModuleType:
     """``migrate.py`` at ``rev``, imported as a sibling module so its relative imports work."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:src/flydeps/static/migrate.py"], cwd=ROOT, capture_output=True, check=True
+        ["git", "show", f"{rev}:src/flydeps/migrate/tree.py"], cwd=ROOT, capture_output=True, check=True
     ).stdout
     path = scratch / "migrate_before.py"
     path.write_bytes(source)

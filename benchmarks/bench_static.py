@@ -59,7 +59,7 @@ def _parsers(files: list[Path]) -> dict[str, float]:
 
     import libcst
 
-    from flydeps._bytecode import code_digest, code_refs, iter_qualnames
+    from flydeps.code.bytecode import code_digest, code_refs, iter_qualnames
 
     sources = [f.read_bytes() for f in files]
     out = {}

@@ -1,4 +1,4 @@
-"""Micro-benchmark of flydeps._watch: version() cost and the tax watchers put on mutations.
+"""Micro-benchmark of flydeps.watch.watchers: version() cost and the tax watchers put on mutations.
 
 Run:  python benchmarks/bench_watch.py [--number N]
 Prints ns per operation (best of 7 repeats) for:
@@ -23,7 +23,7 @@ from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from flydeps import _watch
+from flydeps.watch import watchers as _watch
 
 
 def ns(fn: Callable[[], object], number: int) -> float:
@@ -40,7 +40,7 @@ def main() -> None:
     n = parser.parse_args().number
 
     print(f"Python {platform.python_version()} ({sys.executable})")
-    print(f"flydeps._watch: BACKEND={_watch.BACKEND} AVAILABLE={_watch.AVAILABLE} FUNCTIONS={_watch.FUNCTIONS}")
+    print(f"flydeps.watch.watchers: BACKEND={_watch.BACKEND} AVAILABLE={_watch.AVAILABLE} FUNCTIONS={_watch.FUNCTIONS}")
     watchers = sys.version_info >= (3, 12) and platform.python_implementation() == "CPython"
     ext = _watch.BACKEND == "ext"
     ctb = _watch._CtypesBackend() if watchers else None
@@ -63,7 +63,7 @@ def main() -> None:
     print("\nversion() per call")
     row("empty lambda call (scale)", ns(lambda: None, n))
     row("functools.lru_cache hit  cached(1)", ns(lambda: cached(1), n))
-    row(f"flydeps._watch.version()  [{_watch.BACKEND}]", ns(_watch.version, n))
+    row(f"flydeps.watch.watchers.version()  [{_watch.BACKEND}]", ns(_watch.version, n))
     row("ctypes backend version()", ns(ctb.version, n) if ctb else None)
     row("no-op backend version()", ns(_watch._zero, n))
 

@@ -1,8 +1,11 @@
 """flydeps: exact, nearly free cache keys for compile factories and JITs.
 
-Data flow: ``discover`` (live objects -> DepGraph) -> digests (``_bytecode``,
-``_values``) -> ``fingerprint`` (Merkle) -> ``guard`` (hot-path identity checks) ->
-consumers (``cached_factory``, the FlyDSL runtime, the ``flydeps`` CLI).
+Data flow, one subpackage per stage (docs/design.md, "Layout"): ``live`` (discovery: live
+objects -> DepGraph, reading code with ``code`` and values with ``values``, the reads
+bytecode cannot predict with ``observe``) -> ``keys`` (Merkle fingerprints; guards, on the
+``watch`` counters) -> ``builds`` (the build protocol and ``cached_factory``); ``static`` is
+the same graph from files, ``migrate`` the codemod, ``cli`` the command line. The public
+API is what this module exports (``__all__``); the subpackages are internal.
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from .errors import DiscoveryError, FlydepsError, GlobalDriftError
 from .settings import SettingError
 
 try:
-    from .discover import discover, note_code_rewrite, register_unwrapper
-    from .factory import cached_factory
-    from .fingerprint import Fingerprint, NodeDiff, fingerprint, transitive_digests
+    from .builds.factory import cached_factory
     from .graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
-    from .guard import Change, ChangeKind, Guard
+    from .keys.fingerprint import Fingerprint, NodeDiff, fingerprint, transitive_digests
+    from .keys.guard import Change, ChangeKind, Guard
+    from .live.discover import discover, note_code_rewrite, register_unwrapper
 except SettingError as _bad:
     # A FLYDEPS_* variable read at import (FLYDEPS_SNAPSHOT_LIMIT, FLYDEPS_WATCH, ...) holds a bad
     # value. ``flydeps`` stays importable so that the CLI (``flydeps.cli``) can report it in one

@@ -3,7 +3,7 @@ and ``aot build``.
 
 Contract: argument parsing and output only; the analysis lives in :mod:`flydeps.static`
 and never imports the user's code. ``aot build`` is the exception by design: it imports
-and runs the SPEC it is given, through :mod:`flydsl_runtime.aotbuild` (imported only for
+and runs the SPEC it is given, through :mod:`flydsl_runtime.aot.build` (imported only for
 that command, so the rest works without FlyDSL). Results go to stdout (or ``-o FILE``); diagnostics go
 through the ``flydeps`` logger to stderr as ``path:line: message`` (``path: message`` for
 a file as a whole). Exit status: 0 ok, 1 analysis problems (everything readable was still
@@ -309,8 +309,8 @@ def _cmd_diff(args: argparse.Namespace, paths: list[str]) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from .static.migrate import migrate_paths
-    from .static.migrate_state import Memo
+    from .migrate.memo import Memo
+    from .migrate.tree import migrate_paths
 
     changed: list[str] = []
     diagnostics: list[object] = []
@@ -346,7 +346,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.clear()
     if args.write and changed:  # the next --check then finds the analysis of the written files cached
-        from .static.migrate_state import kernel_reaching_caches
+        from .migrate.memo import kernel_reaching_caches
 
         kernel_reaching_caches(args.paths)
     status = _report(diagnostics)
@@ -509,7 +509,7 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise _UsageError(f"flydeps aot build: --jobs must be at least 1, got {args.jobs}")
     try:
-        from flydsl_runtime.aotbuild import BuildInterrupted, SpecError, build
+        from flydsl_runtime.aot.build import BuildInterrupted, SpecError, build
     except ImportError as exc:
         raise _UsageError(f"flydeps aot build needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
     arches = [a.strip() for a in args.arch.split(",") if a.strip()]
@@ -539,8 +539,8 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
     artifact is missing (a runtime would trace that specialization) or a row is bad, 2 when
     DIR has no readable index."""
     try:
-        from flydsl_runtime.aot import listing, toolchain_here
-        from flydsl_runtime.index import INDEX_NAME, IndexReadError
+        from flydsl_runtime.persist.index import INDEX_NAME, IndexReadError
+        from flydsl_runtime.persist.strict import listing, toolchain_here
     except ImportError as exc:
         raise _UsageError(f"flydeps aot list needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
     try:
@@ -572,12 +572,12 @@ def _cmd_aot_list(args: argparse.Namespace) -> int:
 
 
 if TYPE_CHECKING:
-    from .caches import CacheStats
+    from .store.caches import CacheStats
 
 
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
-    """``flydeps cache stats|clear|prune`` (:mod:`flydeps.caches`)."""
-    from .caches import NAMES
+    """``flydeps cache stats|clear|prune`` (:mod:`flydeps.store.caches`)."""
+    from .store.caches import NAMES
 
     cache = sub.add_parser("cache", help="show, clear or prune flydeps' caches (as ccache -s, -C, -M)")
     cache_sub = cache.add_subparsers(dest="cache_command", metavar="{stats,clear,prune}", required=True)
@@ -599,7 +599,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     """``flydeps cache``: stats (text or JSON), or what clear/prune deleted, on stdout; 2 for
     a bad name or size or an untrusted cache directory (nothing deleted), 1 when a cache
     could not be read (stats) or an entry had to be kept (in use)."""
-    from . import caches
+    from .store import caches
 
     names = [*args.names, *args.paths]
     try:

@@ -1,7 +1,7 @@
 """The dependency graph model shared by every front-end and consumer.
 
 Contract: pure data. A :class:`DepGraph` is built once (by the runtime discovery in
-``discover.py`` or the static front-end in ``static/``) and never mutated afterwards.
+``live/discover.py`` or the static front-end in ``static/``) and never mutated afterwards.
 Nothing here touches live user objects, files or digests beyond storing them.
 
 Node ids are ``module:qualname`` (``pkg.mem:_load_q``). A method reached through a
@@ -79,7 +79,7 @@ class Node(NamedTuple):
     Python ``__init__`` setting each field in turn).
 
     ``digest`` is the node's *own* digest (hex blake3): its code or value alone, not what it
-    reaches. Transitive digests are computed by :mod:`flydeps.fingerprint`.
+    reaches. Transitive digests are computed by :mod:`flydeps.keys.fingerprint`.
     ``tags`` marks roles found by a front-end: ``factory``, ``kernel``, ``launcher``.
     ``detail`` carries what the digest stands for when it is not code, e.g.
     ``torch==2.13.0`` for an external leaf or the reason a name is unresolved.
@@ -179,3 +179,24 @@ def external_id(dotted: str) -> str:
 def unresolved_id(where: str, name: str) -> str:
     """Id of a reference that could not be resolved, e.g. ``unresolved:pkg.k:f:getattr``."""
     return f"unresolved:{where}:{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDiff:
+    """One difference between two graphs. ``status`` is ``changed`` (own digest differs),
+    ``added``/``removed``, or ``rebound``: the name ``node`` now resolves to another node
+    (``old``/``new`` are then node ids)."""
+
+    node: str
+    kind: NodeKind
+    status: str
+    old: str = ""
+    new: str = ""
+
+    def __str__(self) -> str:
+        if self.status == "rebound":
+            return f"{self.node} now resolves to {self.new} (was {self.old})"
+        what = {NodeKind.GLOBAL: "global", NodeKind.EXTERNAL: "library"}.get(self.kind, "helper")
+        if self.status == "changed" and self.kind in (NodeKind.GLOBAL, NodeKind.EXTERNAL) and self.old != self.new:
+            return f"{what} {self.node} changed: {self.old} -> {self.new}"
+        return f"{what} {self.node} {self.status}"

@@ -35,9 +35,9 @@ Anything else raises :class:`SettingError`, a ``ValueError`` whose one-line mess
 the variable, the bad value and the accepted values (the ``flydeps`` CLI prints it and exits
 2). Readers consult ``os.environ`` on every call and cache nothing: callers decide when to
 read (at import for settings that shape import-time state, lazily otherwise). A read made
-while a build is being recorded is not attributed to the build (:func:`flydeps._environ.paused`):
+while a build is being recorded is not attributed to the build (:func:`flydeps.observe.environ.paused`):
 flydeps' own configuration is not an input of the user's code. This module imports nothing
-outside the standard library, :mod:`flydeps._environ` and :mod:`flydeps.errors`
+outside the standard library, :mod:`flydeps.observe.environ` and :mod:`flydeps.errors`
 (:func:`cache_root` imports ``platformdirs`` when it is called; Python 3.10 reads TOML with
 ``tomli``, a dependency there).
 """
@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
@@ -252,14 +254,32 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+@dataclass
+class _EnvironHooks:
+    """What this module asks of the environment observer (:mod:`flydeps.observe.environ`),
+    which installs its own with :func:`attach_environ` when it is imported: this module is
+    the bottom of flydeps and imports nothing of it but :mod:`.errors`. Until then no
+    recording can be running (only that module starts one), so nothing needs pausing, and
+    there is no modification counter to memoize on."""
+
+    paused: Callable[[], AbstractContextManager[None]] = nullcontext
+    version: Callable[[], int | None] = lambda: None
+
+
+_environ_hooks = _EnvironHooks()
+
+
+def attach_environ(paused: Callable[[], AbstractContextManager[None]], version: Callable[[], int | None]) -> None:
+    """Called once by :mod:`flydeps.observe.environ`: ``paused()`` keeps this module's reads
+    of ``FLYDEPS_*`` (and platformdirs' of ``HOME``) out of any build's recording, and
+    ``version()`` is ``os.environ``'s modification counter (None where there is none)."""
+    _environ_hooks.paused, _environ_hooks.version = paused, version
+
+
 def _raw(name: str) -> str:
     if name not in SETTINGS:
         raise KeyError(f"{name} is not a documented flydeps setting; add it to flydeps.settings.SETTINGS")
-    # Imported here: _environ imports _watch, which reads FLYDEPS_WATCH through this module
-    # (``paused`` is defined before that happens).
-    from ._environ import paused
-
-    with paused():  # flydeps' own configuration is never an input of the user's build
+    with _environ_hooks.paused():  # flydeps' own configuration is never an input of the user's build
         found = os.environ.get(name, "").strip()
     return found or project_settings().values.get(name, "")
 
@@ -451,19 +471,17 @@ def user_cache_root() -> str:
     """The user cache directory (``platformdirs``, imported only here), whatever
     ``FLYDEPS_CACHE_DIR`` says: where a memo goes that a read-only ``FLYDEPS_CACHE_DIR``
     (a shipped directory) cannot take. Asked again only after ``os.environ`` changed (its
-    modification counter, ``flydeps._environ.version``; every call where there is none):
+    modification counter, ``flydeps.observe.environ.version``; every call where there is none):
     each answer costs ~50 µs, and the first a process asks imports platformdirs (~2.4 ms
     beside torch and FlyDSL, which ``FLYDEPS_CACHE_DIR`` avoids)."""
     global _user_cache
-    from ._environ import paused, version
-
-    now = version()
+    now = _environ_hooks.version()
     memo = _user_cache
     if memo is not None and now is not None and memo[0] == now:
         return memo[1]
     import platformdirs
 
-    with paused():  # flydeps' own configuration is never an input of the user's build
+    with _environ_hooks.paused():  # flydeps' own configuration is never an input of the user's build
         root = platformdirs.user_cache_dir("flydeps")
     _user_cache = (now, root) if now is not None else None
     return root

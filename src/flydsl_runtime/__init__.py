@@ -1,20 +1,21 @@
 """flydsl_runtime: FlyDSL's JIT with an exact, dependency-aware in-process key.
 
-Data flow (one module per stage):
-``argsig`` (argument cache signatures) + ``target`` (resolved GPU target, device id) +
-``envkey`` (live code-gen environment) + flydeps' guarded fingerprint -> ``jit`` (the key,
-the lookup, FlyDSL's trace/compile on a miss) -> ``explain`` (recompile reasons) and
-``verify`` (``FLYDEPS_VERIFY=1`` re-trace on hits). ``flyc`` is the facade
-(``import flydsl_runtime.flyc as flyc``); ``install()`` patches ``flydsl.compiler`` in place.
-See docs/runtime.md.
+Data flow, one subpackage per side (docs/design.md, "Layout"): ``trace`` (the parts of a
+key: argument signatures, target, code-gen environment; derived reads of library state;
+recompile reasons) + flydeps' guarded fingerprint -> ``launch`` (the launcher: the warm
+decision, the miss path as named steps, FlyDSL hooks, verify mode) over ``persist`` (the
+persistent index, FlyDSL's disk cache, strict AOT mode); ``aot`` builds shippable
+directories. ``flyc`` is the facade (``import flydsl_runtime.flyc as flyc``); ``install()``
+patches ``flydsl.compiler`` in place. The public API is what this module exports. See
+docs/runtime.md.
 """
 
 from __future__ import annotations
 
 from ._install import install, installed, uninstall
-from .argsig import ArgumentSignatureError
-from .jit import CacheInfo, Entry, Launcher, jit
-from .verify import StaleArtifactError
+from .launch.jit import CacheInfo, Entry, Launcher, jit
+from .launch.verify import StaleArtifactError
+from .trace.argsig import ArgumentSignatureError
 
 __all__ = [
     "ArgumentSignatureError",

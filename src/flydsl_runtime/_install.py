@@ -5,7 +5,7 @@ Contract
 :func:`install` replaces ``jit`` and ``compile`` on the ``flydsl.compiler`` module object with
 the facade's (:mod:`flydsl_runtime.flyc`), so a kernel module that does
 ``import flydsl.compiler as flyc`` and decorates with ``@flyc.jit`` *after* ``install()`` gets
-:class:`~flydsl_runtime.jit.Launcher` objects without a single edit. ``kernel`` stays
+:class:`~flydsl_runtime.launch.jit.Launcher` objects without a single edit. ``kernel`` stays
 FlyDSL's. Names already imported by value (``from flydsl.compiler import jit`` executed
 before ``install()``) keep FlyDSL's objects: install before importing kernel modules.
 

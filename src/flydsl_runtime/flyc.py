@@ -6,7 +6,7 @@ Everything public in ``flydsl.compiler`` is re-exported unchanged (``CompiledFun
 ``GPUTarget``, ``JitArgumentRegistry``, ``from_dlpack``, ``from_torch_tensor``,
 ``from_c_void_p``, ``get_backend``, ...), except:
 
-* ``jit`` -- :func:`flydsl_runtime.jit.jit`: a launcher whose warm call is keyed by its
+* ``jit`` -- :func:`flydsl_runtime.launch.jit.jit`: a launcher whose warm call is keyed by its
   dependencies instead of a trace (``@flyc.jit``, ``@flyc.jit()``, ``@flyc.jit(on_drift=...)``);
 * ``compile`` -- ``flyc.compile(launcher, *args)`` and ``flyc.compile[hints](launcher, ...)``
   as in FlyDSL, reusing the launcher's entry when its key hits; plain FlyDSL ``JitFunction``
@@ -27,8 +27,8 @@ from flydsl.compiler.jit_function import CompileCallable as _FlydslCompile
 
 from flydeps import cached_factory  # noqa: F401  (re-exported: see __all__)
 
-from ._hooks import ensure_hooks
-from .jit import Launcher, jit  # noqa: F401  (jit is re-exported: see __all__)
+from .launch.hooks import ensure_hooks
+from .launch.jit import Launcher, jit  # noqa: F401  (jit is re-exported: see __all__)
 
 __all__ = sorted({*_flydsl_compiler.__all__, "cached_factory", "compile", "jit", "kernel"})
 

@@ -21,8 +21,9 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flydeps import _bytecode, _codescan
-from flydeps._opcodes import TABLE
+from flydeps.code import bytecode as _bytecode
+from flydeps.code import scan as _codescan
+from flydeps.code.opcodes import TABLE
 
 EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
 HAS_CACHES = TABLE is not None and max(TABLE.sizes) > 1

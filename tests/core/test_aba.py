@@ -1,8 +1,8 @@
 """Issue 35.6: a helper rebound by another thread while a build runs and put back before it
 ends (A-B-A) never leaves an entry keyed by one state holding what was built from another.
 
-Detected through PEP 509 dict tags (CPython 3.10/3.11, ``flydeps._dictver``); skipped where
-they are not read (documented limit in flydeps.build).
+Detected through PEP 509 dict tags (CPython 3.10/3.11, ``flydeps.watch._dictver``); skipped where
+they are not read (documented limit in flydeps.builds.protocol).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from flydeps import _watch, build, cached_factory
+from flydeps import cached_factory
+from flydeps.builds import protocol as build
+from flydeps.watch import watchers as _watch
 
 
 def _module(name: str) -> Any:  # a module whose attributes the test sets
@@ -131,7 +133,7 @@ def test_judge_names_a_value_undone_along_other_builds_steps() -> None:
     user change to raise about, but a rebuild), the state a build started from gives ADOPT."""
     mod = _memo_module("flydeps_test_aba_judge")
     try:
-        from flydeps.fingerprint import fingerprint_roots
+        from flydeps.keys.fingerprint import fingerprint_roots
 
         roots = [(mod.second, None, "root")]
         empty = build.stable(fingerprint_roots, roots)
@@ -209,11 +211,11 @@ def test_a_dict_entry_set_and_put_back_during_the_build_is_not_kept() -> None:
     _build_while_swapped("flydeps_aba_dict", "mod.TABLE['k'] = 'B'", "mod.TABLE['k'] = ''")
 
 
-@pytest.mark.skipif(not __import__("flydeps")._audit.ENABLED, reason="FLYDEPS_AUDIT_HOOK=0")
+@pytest.mark.skipif(not __import__("flydeps.watch.audit").watch.audit.ENABLED, reason="FLYDEPS_AUDIT_HOOK=0")
 def test_a_function_assigned_by_the_builds_own_thread_is_no_race() -> None:
     """Only other threads' assignments are races: a build swapping code itself is judged by
     the state comparison (a code change), not discarded as raced."""
-    from flydeps import _audit
+    from flydeps.watch import audit as _audit
 
     assigned = _audit.record_assignments()
     try:

@@ -136,7 +136,7 @@ def test_factory_returning_hostile_values() -> None:
 def test_snapshot_limit_env_is_validated(monkeypatch) -> None:
     import importlib
 
-    import flydeps._values as values
+    import flydeps.values.snapshot as values
 
     monkeypatch.setenv("FLYDEPS_SNAPSHOT_LIMIT", "lots")
     with pytest.raises(ValueError, match="FLYDEPS_SNAPSHOT_LIMIT='lots'"):

@@ -1,4 +1,4 @@
-"""The build protocol (flydeps.build): snapshot before the build, adopt only its own writes.
+"""The build protocol (flydeps.builds.protocol): snapshot before the build, adopt only its own writes.
 
 Each scenario runs on both hit paths (the C FastCache and FLYDEPS_FASTCACHE=0). Changes
 "made by another thread during the build" are made by a real second thread while the build
@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from flydeps import GlobalDriftError, build, cached_factory, factory
-from flydeps._writes import TRANSITIONS, Transitions, write_targets
-from flydeps.drift import check_policy
+from flydeps import GlobalDriftError, cached_factory
+from flydeps.builds import factory
+from flydeps.builds import protocol as build
+from flydeps.builds.drift import check_policy
+from flydeps.builds.writes import TRANSITIONS, Transitions, write_targets
 
 PATHS = ["c", "py"] if factory.FASTCACHE else ["py"]
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from flydeps._bytecode import code_digest, code_refs, find_code, iter_qualnames
+from flydeps.code.bytecode import code_digest, code_refs, find_code, iter_qualnames
 
 BASE = """
 import os
@@ -116,7 +116,7 @@ def test_live_and_compiled_digests_agree() -> None:
 
 def test_python_version_is_part_of_the_digest_tag() -> None:
     # Bytecode differs between versions; the tag keeps digests from colliding across them.
-    from flydeps import _bytecode
+    from flydeps.code import encoding as _bytecode
 
     assert sys.implementation.cache_tag.encode() in _bytecode._TAG
 
@@ -232,7 +232,7 @@ def test_nan_payloads_and_signed_zero_constants() -> None:
     import math
     import struct
 
-    from flydeps._bytecode import canonical_const
+    from flydeps.code.bytecode import canonical_const
 
     assert canonical_const(0.0) != canonical_const(-0.0)
     assert canonical_const(math.nan) != canonical_const(-math.nan)

@@ -18,9 +18,11 @@ from types import CodeType
 
 import pytest
 
-from flydeps import _bytecode, _codescan, _disref
-from flydeps._bytecode import code_digest, code_refs, iter_qualnames
-from flydeps._opcodes import TABLE
+from flydeps.code import bytecode as _bytecode
+from flydeps.code import disref as _disref
+from flydeps.code import scan as _codescan
+from flydeps.code.bytecode import code_digest, code_refs, iter_qualnames
+from flydeps.code.opcodes import TABLE
 
 pytestmark = pytest.mark.skipif(TABLE is None, reason="no opcode tables for this interpreter: dis is the decoder")
 
@@ -58,15 +60,15 @@ def _mismatches(codes: Iterator[tuple[str, CodeType]]) -> tuple[int, list[str]]:
     return count, bad
 
 
-SCANEXT_BUILT = importlib.util.find_spec("flydeps._scanext") is not None
+SCANEXT_BUILT = importlib.util.find_spec("flydeps.code._scanext") is not None
 
 
 @pytest.fixture(params=["C loop", "Python loop"])
 def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both decoder loops: the C one (flydeps._scanext, where built) and the Python one."""
+    """Both decoder loops: the C one (flydeps.code._scanext, where built) and the Python one."""
     if request.param == "C loop":
         if _codescan._scanext is None:
-            pytest.skip("flydeps._scanext is not built for this interpreter")
+            pytest.skip("flydeps.code._scanext is not built for this interpreter")
     else:
         monkeypatch.setattr(_codescan, "_scanext", None)
     return str(request.param)
@@ -147,9 +149,9 @@ def test_layout_rules_and_odd_constants_through_both_loops(loop: str) -> None:
     assert _codescan.decode(code, TABLE) == _disref.analyze(code)
 
 
-@pytest.mark.skipif(not SCANEXT_BUILT, reason="flydeps._scanext is not built for this interpreter")
+@pytest.mark.skipif(not SCANEXT_BUILT, reason="flydeps.code._scanext is not built for this interpreter")
 def test_scanext_bad_input_is_a_clear_error() -> None:
-    from flydeps import _scanext  # type: ignore[attr-defined]
+    from flydeps.code import _scanext  # type: ignore[attr-defined]
 
     code = test_scanext_bad_input_is_a_clear_error.__code__
     with pytest.raises(TypeError, match="needs a code object and its co_code"):

@@ -24,7 +24,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from flydeps._bytecode import code_digest, find_code, is_function_code, qualname_of
+from flydeps.code.bytecode import code_digest, find_code, is_function_code, qualname_of
 
 KEYWORDS = ("src", "dst", "k")
 CONSTANTS = (

@@ -1,4 +1,4 @@
-"""flydeps._codegen: generated check source -> code object, compiled once per interpreter
+"""flydeps.store.codegen: generated check source -> code object, compiled once per interpreter
 build and remembered on disk. The oracle is CPython itself: ``compile``'s own audit event
 says whether a process compiled, and the code object read back is compared with what
 ``compile`` returns."""
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from blake3 import blake3
 
-from flydeps import _codegen, _memofile
+from flydeps.store import codegen as _codegen
+from flydeps.store import memofile as _memofile
 
 SOURCE = "def check():\n    return c0.cell_contents is e0 and c1.cell_contents is e1\n"
 NAME = "<flydeps guard>"
@@ -27,7 +28,7 @@ import json, logging, sys
 logging.basicConfig(level=logging.WARNING)  # flydeps' warnings to stderr
 compiled = []
 sys.addaudithook(lambda event, args: compiled.append(args[1]) if event == "compile" and args[1] == "<t>" else None)
-from flydeps import _codegen
+from flydeps.store import codegen as _codegen
 out = []
 for source in json.loads(sys.argv[1]):
     before = len(compiled)
@@ -172,7 +173,7 @@ def test_generated_checks_go_through_it(fresh: Path) -> None:
         "        compiled.append(args[1])\n"
         "sys.addaudithook(hook)\n"
         "import os, flydeps\n"
-        "from flydeps._environ import recording\n"
+        "from flydeps.observe.environ import recording\n"
         "def helper(x):\n    return x + 1\n"
         "def root(x):\n    return helper(x)\n"
         "fp = flydeps.fingerprint(root)\n"

@@ -30,8 +30,9 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from flydeps import _bytecode, _codescan
-from flydeps._opcodes import TABLE
+from flydeps.code import bytecode as _bytecode
+from flydeps.code import scan as _codescan
+from flydeps.code.opcodes import TABLE
 from flydeps.errors import DiscoveryError, MalformedCodeError
 
 pytestmark = pytest.mark.skipif(TABLE is None, reason="no opcode tables for this interpreter: dis is the decoder")
@@ -136,7 +137,7 @@ def test_cut_inline_caches_are_malformed_for_both_loops() -> None:
         assert _codescan._scanext.scan(code, raw, _bytecode.canonical_const) is None
 
 
-@pytest.mark.skipif(_codescan._scanext is None, reason="flydeps._scanext is not built for this interpreter")
+@pytest.mark.skipif(_codescan._scanext is None, reason="flydeps.code._scanext is not built for this interpreter")
 def test_the_c_loop_reads_only_inside_its_arguments() -> None:
     ext, code = _codescan._scanext, malformed_code.base.__code__
     assert ext.scan(code, code.co_code + b"\x09", _bytecode.canonical_const) is None  # odd: deferred
@@ -145,7 +146,7 @@ def test_the_c_loop_reads_only_inside_its_arguments() -> None:
     assert ext.scan(code, long_chain, _bytecode.canonical_const) is None
 
 
-@pytest.mark.skipif(_codescan._scanext is None, reason="flydeps._scanext is not built for this interpreter")
+@pytest.mark.skipif(_codescan._scanext is None, reason="flydeps.code._scanext is not built for this interpreter")
 def test_the_c_tables_are_validated_and_not_replaced_during_a_scan() -> None:
     ext = _codescan._scanext
     code = malformed_code.CASES["no_prefixes"]().__code__  # LOAD_CONST 0; LOAD_FAST 0; RETURN_VALUE

@@ -1,4 +1,4 @@
-"""PEP 509 dict version tags (CPython 3.10/3.11): ``flydeps._watch.tags_max``.
+"""PEP 509 dict version tags (CPython 3.10/3.11): ``flydeps.watch.watchers.tags_max``.
 
 The guard's O(namespaces) check on 3.10/3.11 rests on one claim: the largest version tag of
 a set of dicts changes whenever one of them is modified in a way an identity check could
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flydeps import _watch
+from flydeps.watch import watchers as _watch
 
 pytestmark = pytest.mark.skipif(
     sys.version_info >= (3, 12) or platform.python_implementation() != "CPython",
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 def test_extension_is_built_and_selected() -> None:
     # CI builds the extension (a compiler is installed): silently losing it would make every
     # 3.10/3.11 guard O(bindings) again.
-    assert _watch.TAGS, "flydeps._dictver was not built: reinstall flydeps with a C compiler"
+    assert _watch.TAGS, "flydeps.watch._dictver was not built: reinstall flydeps with a C compiler"
 
 
 def _identity(d: dict) -> dict[object, int]:
@@ -41,7 +41,7 @@ class _Holder:
 
 
 def _class_dict(cls: type) -> dict:
-    from flydeps._bindings import class_dict
+    from flydeps.values.bindings import class_dict
 
     return class_dict(cls)
 
@@ -60,7 +60,7 @@ MODIFICATIONS = {
 @pytest.fixture()
 def tags_max():
     if not _watch.TAGS:
-        pytest.skip("flydeps._dictver not built")
+        pytest.skip("flydeps.watch._dictver not built")
     return _watch.tags_max
 
 
@@ -136,7 +136,7 @@ _OPS = st.lists(
 @given(_OPS)
 def test_max_moves_exactly_when_identities_change(ops) -> None:
     if not _watch.TAGS:
-        pytest.skip("flydeps._dictver not built")
+        pytest.skip("flydeps.watch._dictver not built")
     dicts: tuple[dict[int, object], ...] = ({0: "a"}, {1: "b"}, {2: "c"})
     for index, op, key in ops:
         d = dicts[index]

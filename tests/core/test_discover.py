@@ -302,7 +302,7 @@ def test_installed_packages_can_be_declared_user_code() -> None:
     script = textwrap.dedent(
         """
         import json, flydeps, blake3
-        from flydeps import _origin
+        from flydeps.code import origin as _origin
         print(json.dumps([_origin.is_external_module("blake3"), _origin.is_external_module("json")]))
         """
     )
@@ -349,7 +349,7 @@ def test_fingerprint_holds_the_collector_off_and_restores_it() -> None:
     and a collector the user turned off stays off."""
     import gc
 
-    from flydeps.discover import gc_paused
+    from flydeps.live.discover import gc_paused
 
     seen: list[bool] = []
     assert gc.isenabled()

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import pytest
 
 from flydeps import fingerprint
-from flydeps._bindings import BindingKind
 from flydeps.graph import NodeKind
+from flydeps.values.bindings import BindingKind
 
 
 def _sees(fn: Callable, change: Callable[[], object]) -> None:
@@ -201,7 +201,7 @@ def test_singledispatch_cache_filling_is_no_change(pkg) -> None:
 
 
 def test_import_reads_statements_and_constant_import_module() -> None:
-    from flydeps._bytecode import ImportRead, import_reads  # noqa: PLC0415 - the function under test
+    from flydeps.code.bytecode import ImportRead, import_reads  # noqa: PLC0415 - the function under test
 
     def helper():
         import a.b as c  # noqa: F401

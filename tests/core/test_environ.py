@@ -1,4 +1,4 @@
-"""flydeps._environ: environment reads recorded during a build, re-checked after it.
+"""flydeps.observe.environ: environment reads recorded during a build, re-checked after it.
 
 The oracle is os.environ itself: what a build read is compared with what the recorder says
 it read, and `holds()` with a fresh re-read of the same names.
@@ -12,8 +12,8 @@ from os import environ as imported_early  # the alias kernel code takes at impor
 
 import pytest
 
-from flydeps import _environ
-from flydeps._environ import EMPTY, EnvReads, note, paused, recording
+from flydeps.observe import environ as _environ
+from flydeps.observe.environ import EMPTY, EnvReads, note, paused, recording
 
 
 @pytest.fixture(autouse=True)

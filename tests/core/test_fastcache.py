@@ -1,4 +1,4 @@
-"""The C hit path (``flydeps._fastcache.FastCache``) and the Python one behave the same.
+"""The C hit path (``flydeps.builds._fastcache.FastCache``) and the Python one behave the same.
 
 Every behavioural test runs on both paths: ``c`` (the extension, skipped where it was not
 built) and ``py`` (``FLYDEPS_FASTCACHE=0``, read when a factory is decorated). LRU order
@@ -25,16 +25,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flydeps import _audit, _watch, cached_factory, factory
+from flydeps import cached_factory
+from flydeps.builds import factory
+from flydeps.watch import audit as _audit
+from flydeps.watch import watchers as _watch
 
 HAS_C = factory.FASTCACHE
 _COUNTERS = (_watch.AVAILABLE and _watch.BACKEND == "ext") or (
     _watch.TAGS and bool(getattr(factory._fastcache, "TAGS_API", 0))
 )
 FAST_ON = HAS_C and _audit.ENABLED and _COUNTERS
-needs_c = pytest.mark.skipif(not HAS_C, reason="flydeps._fastcache was not built for this interpreter")
+needs_c = pytest.mark.skipif(not HAS_C, reason="flydeps.builds._fastcache was not built for this interpreter")
 needs_fast = pytest.mark.skipif(
-    not FAST_ON, reason="the counter-only hit needs flydeps._watchext (3.12+) or flydeps._dictver (3.10/3.11)"
+    not FAST_ON,
+    reason="the counter-only hit needs flydeps.watch._watchext (3.12+) or flydeps.watch._dictver (3.10/3.11)",
 )
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Decorate with the C or the Python hit path (the env var is read at decoration)."""
     if request.param == "c" and not HAS_C:
-        pytest.skip("flydeps._fastcache was not built for this interpreter")
+        pytest.skip("flydeps.builds._fastcache was not built for this interpreter")
     monkeypatch.setenv("FLYDEPS_FASTCACHE", "1" if request.param == "c" else "0")
     yield request.param
 
@@ -249,7 +253,7 @@ def test_eviction_runs_finalizers_that_reenter(path: str) -> None:
 
 @needs_c
 def test_check_that_clears_and_raises_is_safe() -> None:
-    from flydeps import _fastcache  # type: ignore[attr-defined]
+    from flydeps.builds import _fastcache  # type: ignore[attr-defined]
 
     calls: list[tuple] = []
     fc: Any = None
@@ -281,7 +285,7 @@ def test_check_that_clears_and_raises_is_safe() -> None:
 
 @needs_c
 def test_fastcache_slow_path_api() -> None:
-    from flydeps import _fastcache  # type: ignore[attr-defined]
+    from flydeps.builds import _fastcache  # type: ignore[attr-defined]
 
     fc = _fastcache.FastCache(2, False, lambda *a: None, _audit._GEN, object())
     e1, e2, e3 = ((lambda: True, f"v{i}", None, (), (), False) for i in range(3))
@@ -498,7 +502,7 @@ def test_a_pending_function_store_keeps_the_generation_unvalidated(kmod: Any, mo
 
 @needs_c
 def test_pending_argument_must_be_a_dict() -> None:
-    from flydeps import _fastcache  # type: ignore[attr-defined]
+    from flydeps.builds import _fastcache  # type: ignore[attr-defined]
 
     with pytest.raises(TypeError, match="pending must be a dict"):
         _fastcache.FastCache(2, False, print, [0], None, [])
@@ -526,7 +530,7 @@ def test_factory_suites_pass_on_the_python_path() -> None:
 
 def test_fastcache_flag_matches_build() -> None:
     try:
-        from flydeps import _fastcache  # type: ignore[attr-defined]  # noqa: F401
+        from flydeps.builds import _fastcache  # type: ignore[attr-defined]  # noqa: F401
     except ImportError:
         assert not factory.FASTCACHE
     else:

@@ -1,4 +1,4 @@
-"""flydeps._filereads: files and directory listings a build reads, recorded and re-checked.
+"""flydeps.observe.filereads: files and directory listings a build reads, recorded and re-checked.
 
 The oracle is the file system itself: a ``cached_factory`` build returns what it read from
 the file, and after every change a call must return what a fresh read gives (counted
@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from flydeps import _environ, _filereads, _memofile, cached_factory
-from flydeps._environ import recording
+from flydeps import cached_factory
+from flydeps.observe import environ as _environ
+from flydeps.observe import filereads as _filereads
+from flydeps.observe.environ import recording
+from flydeps.store import memofile as _memofile
 
 needs_hook = pytest.mark.skipif(not _filereads._audit.ENABLED, reason="FLYDEPS_AUDIT_HOOK=0 in this run")
 
@@ -327,7 +330,7 @@ def test_with_the_audit_hook_off_file_reads_are_not_recorded(tmp_path: Path) -> 
     code = textwrap.dedent(
         f"""
         from pathlib import Path
-        from flydeps._environ import recording
+        from flydeps.observe.environ import recording
         with recording() as rec:
             Path({str(data)!r}).read_text()
         print([n for n, _ in rec.reads().values])

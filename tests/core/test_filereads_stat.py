@@ -1,4 +1,4 @@
-"""flydeps._filereads: metadata reads (``os.stat``/``os.lstat`` and the ``os.path`` / ``pathlib``
+"""flydeps.observe.filereads: metadata reads (``os.stat``/``os.lstat`` and the ``os.path`` / ``pathlib``
 predicates built on them) a build makes, recorded and re-checked.
 
 The oracle is the file system: a ``cached_factory`` build returns what its check answered,
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from flydeps import _environ, _filereads, cached_factory
-from flydeps._environ import recording
+from flydeps import cached_factory
+from flydeps.observe import environ as _environ
+from flydeps.observe import filereads as _filereads
+from flydeps.observe.environ import recording
 
 
 def _stats(reads: _environ.EnvReads) -> dict[str, str | None]:

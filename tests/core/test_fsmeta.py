@@ -1,4 +1,4 @@
-"""flydeps._fsmeta: the C file-metadata helpers (flydeps._statext) give exactly what their
+"""flydeps.store.fsmeta: the C file-metadata helpers (flydeps.store._statext) give exactly what their
 Python specification gives, on regular files, links, dangling links, missing files,
 directories that cannot be opened, undecodable names and paths realpath(3) cannot resolve.
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flydeps import _fsmeta
+from flydeps.store import fsmeta as _fsmeta
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX file metadata")
 
@@ -23,13 +23,13 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX file metadata"
 def test_the_c_helpers_are_built_wherever_the_others_are() -> None:
     """Optional for users without a compiler, never silently missing where the package's other
     C extensions were built (as in CI): the tests below would otherwise all skip."""
-    if importlib.util.find_spec("flydeps._fastcache") is not None:
+    if importlib.util.find_spec("flydeps.builds._fastcache") is not None:
         assert _fsmeta._statext is not None
         if importlib.util.find_spec("flydsl") is not None:  # flydsl_runtime imports FlyDSL
-            assert importlib.util.find_spec("flydsl_runtime._capi") is not None
+            assert importlib.util.find_spec("flydsl_runtime.persist._capi") is not None
 
 
-statext = pytest.importorskip("flydeps._statext", reason="the C helpers were not built here")
+statext = pytest.importorskip("flydeps.store._statext", reason="the C helpers were not built here")
 
 
 def _tree(root: Path) -> list[str]:

@@ -166,7 +166,7 @@ def namespace_tier(request, monkeypatch) -> str:
     with, and the written-out check that replaces them after ``_TIER_UP`` re-reads (here
     from the first)."""
     if request.param == "written out":
-        monkeypatch.setattr(importlib.import_module("flydeps.guard"), "_TIER_UP", 1)
+        monkeypatch.setattr(importlib.import_module("flydeps.keys.guard"), "_TIER_UP", 1)
     return request.param
 
 

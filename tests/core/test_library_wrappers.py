@@ -19,7 +19,7 @@ import pytest
 
 import flydeps
 from flydeps import EdgeKind, NodeKind, discover
-from flydeps._bytecode import code_digest
+from flydeps.code.bytecode import code_digest
 
 kerneldeco = pytest.importorskip("kerneldeco", reason="pip install ./examples/kerneldeco (see .ci/run)")
 
@@ -59,7 +59,7 @@ def _package(pkg) -> tuple[types.ModuleType, types.ModuleType]:
 
 
 def test_installed_decorator_is_library_code() -> None:
-    from flydeps import _origin
+    from flydeps.code import origin as _origin
 
     assert _origin.is_external_module("kerneldeco")
     assert "site-packages" in kerneldeco.__file__

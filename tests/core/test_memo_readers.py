@@ -1,4 +1,4 @@
-"""Memoized readers a build calls (issue 35.4, flydeps._memoreads), through ``cached_factory``.
+"""Memoized readers a build calls (issue 35.4, flydeps.observe.memoreads), through ``cached_factory``.
 
 The oracle of every call is a fresh build in this process: the factory's own function
 called directly (``factory.__wrapped__()``), which consults the reader's memo exactly as a
@@ -14,8 +14,9 @@ import threading
 
 import pytest
 
-from flydeps import _environ, _memoreads
-from flydeps._environ import EnvReads
+from flydeps.observe import environ as _environ
+from flydeps.observe import memoreads as _memoreads
+from flydeps.observe.environ import EnvReads
 
 READERS = """
 import functools, os

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from flydeps import factory, fingerprint
+from flydeps import fingerprint
+from flydeps.builds import factory
 
 PATHS = ["c", "py"] if factory.FASTCACHE else ["py"]
 THREADS, VERSIONS, COPIES = 16, 4, 6

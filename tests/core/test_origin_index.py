@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from blake3 import blake3
 
-from flydeps import _memofile, _origin
+from flydeps.code import origin as _origin
+from flydeps.store import memofile as _memofile
 
 
 def test_index_agrees_with_importlib_metadata() -> None:
@@ -94,7 +95,7 @@ def test_index_is_what_a_fresh_process_reads(top: str) -> None:
 
 
 def _memo_bytes(kind: str, payload: bytes) -> bytes:
-    """A memo file as :mod:`flydeps._memofile` writes it (header, digest, payload)."""
+    """A memo file as :mod:`flydeps.store.memofile` writes it (header, digest, payload)."""
     return _memofile.header(kind, "-") + blake3(payload).digest() + payload
 
 
@@ -272,7 +273,8 @@ _REPORT = """\
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import user_kernel
-from flydeps import _origin, fingerprint
+from flydeps.code import origin as _origin
+from flydeps import fingerprint
 print(json.dumps({
     "library": _origin.is_external_module("fdk_helperlib.helpers"),
     "detail": _origin.external_detail("fdk_helperlib"),

@@ -135,5 +135,5 @@ def test_depth_first_and_component_digests_agree(graph) -> None:
     per-component digests, which also serve graphs with cycles."""
     import importlib
 
-    fingerprint_module = importlib.import_module("flydeps.fingerprint")
+    fingerprint_module = importlib.import_module("flydeps.keys.fingerprint")
     assert dict(fingerprint_module.transitive_digests(graph)) == dict(fingerprint_module._digests_by_component(graph))

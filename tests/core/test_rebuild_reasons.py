@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 import flydeps
-from flydeps import DiscoveryError, GlobalDriftError, _logswitch, build, cached_factory
+from flydeps import DiscoveryError, GlobalDriftError, cached_factory
+from flydeps.builds import logswitch as _logswitch
+from flydeps.builds import protocol as build
 
 ROOT = Path(__file__).resolve().parents[2]
 

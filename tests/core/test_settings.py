@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from flydeps import _logswitch, settings
+from flydeps import settings
+from flydeps.builds import logswitch as _logswitch
 from flydeps.settings import SETTINGS, SettingError
 from flydeps.static import extract, parse, symbols
 
@@ -155,7 +156,8 @@ def test_strict_ast_assume_installed_cache_dir_log_are_validated_where_read(monk
 
 @pytest.mark.parametrize("word", FALSE_WORDS + TRUE_WORDS)
 def test_fastcache_switch_words_pick_the_hit_path(monkeypatch, word) -> None:
-    from flydeps import cached_factory, factory
+    from flydeps import cached_factory
+    from flydeps.builds import factory
 
     monkeypatch.setenv("FLYDEPS_FASTCACHE", word)
     built = cached_factory(lambda n: n)
@@ -198,13 +200,13 @@ def test_import_time_variables_raise_setting_error_on_use(name, bad) -> None:
 
 
 def test_snapshot_limit_is_applied() -> None:
-    result = _python("import flydeps._values as v; print(v.SNAPSHOT_LIMIT)", {"FLYDEPS_SNAPSHOT_LIMIT": " 17 "})
+    result = _python("import flydeps.values.snapshot as v; print(v.SNAPSHOT_LIMIT)", {"FLYDEPS_SNAPSHOT_LIMIT": " 17 "})
     assert result.stdout.strip() == "17", result.stderr
 
 
 def test_fastcache_no_disables_the_c_hit_path_in_a_fresh_process() -> None:
     code = """
-        import flydeps, flydeps.factory as f
+        import flydeps, flydeps.builds.factory as f
         build = flydeps.cached_factory(lambda n: [n])
         assert build(1) is build(1)
         print(type(build).__name__, f.FASTCACHE)
@@ -296,7 +298,7 @@ def test_sources_read_only_documented_variables_and_only_through_settings() -> N
         for line in [ln for ln in text.splitlines() if direct.search(ln)]:
             # The one raw read allowed: jit's presence test of FLYDEPS_VERIFY (memoized with the
             # rest of a warm call's environment), parsed by settings.fraction on the hit path.
-            assert rel == "src/flydsl_runtime/jit.py", f"{rel}: {line.strip()}"
+            assert rel == "src/flydsl_runtime/launch/jit.py", f"{rel}: {line.strip()}"
             assert line.strip() == '_env_get(b"FLYDEPS_VERIFY") is not None,', f"{rel}: {line.strip()}"
             assert 'share = settings.fraction("FLYDEPS_VERIFY", 0.0)' in text
         for kind, name in typed.findall(text):

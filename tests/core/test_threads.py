@@ -16,7 +16,9 @@ from collections.abc import Callable
 
 import pytest
 
-from flydeps import _audit, factory, fingerprint
+from flydeps import fingerprint
+from flydeps.builds import factory
+from flydeps.watch import audit as _audit
 
 PATHS = ["c", "py"] if factory.FASTCACHE else ["py"]
 THREADS, PATCHES, KEYS = 32, 100, 6

@@ -26,7 +26,7 @@ import typing
 import pytest
 
 import flydeps
-from flydeps._values import snapshot
+from flydeps.values.snapshot import snapshot
 
 BIG = 1 << 20  # above the streamed-content threshold of str/bytes-like values
 
@@ -278,7 +278,7 @@ def test_oversized_values_keep_their_inner_watches(pkg) -> None:
 def test_digests_are_stable_across_processes() -> None:
     script = (
         "import collections, json, flydeps\n"
-        "from flydeps._values import snapshot\n"
+        "from flydeps.values.snapshot import snapshot\n"
         "vals = [{'b': 1, 'a': frozenset({'x', 'y', 'z'})}, collections.OrderedDict(q={'s', 't'}), -0.0, (1, 'é')]\n"
         "print(json.dumps([snapshot(v).digest for v in vals]))\n"
     )

@@ -7,7 +7,7 @@ import enum
 import pytest
 
 import flydeps
-from flydeps._values import snapshot
+from flydeps.values.snapshot import snapshot
 
 
 class Mode(enum.Enum):

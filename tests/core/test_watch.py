@@ -1,4 +1,4 @@
-"""flydeps._watch: every watched mutation bumps version(), nothing else does, and no crash.
+"""flydeps.watch.watchers: every watched mutation bumps version(), nothing else does, and no crash.
 
 The behavioural tests run on CPython >= 3.12 against each backend that can run here: the
 module's own (the C extension, normally) and the opt-in ctypes one (dicts and types only).
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from flydeps import _watch
+from flydeps.watch import watchers as _watch
 
 HAS_WATCHERS = sys.version_info >= (3, 12) and sys.implementation.name == "cpython"
 needs_watchers = pytest.mark.skipif(not HAS_WATCHERS, reason="watcher C-API needs CPython >= 3.12")
@@ -417,7 +417,7 @@ def test_noop_below_312() -> None:
 def test_off_switch_and_ctypes_opt_in() -> None:
     out = _run(
         """
-        from flydeps import _watch as w
+        from flydeps.watch import watchers as w
         print(w.BACKEND, w.AVAILABLE, w.FUNCTIONS, w.version())
         """,
         {"FLYDEPS_WATCH": "off"},
@@ -425,7 +425,7 @@ def test_off_switch_and_ctypes_opt_in() -> None:
     assert out.split() == ["none", "False", "False", "0"]
     out = _run(
         """
-        from flydeps import _watch as w
+        from flydeps.watch import watchers as w
         d = {}
         w.watch_dict(d)
         v = w.version(); d["a"] = 1
@@ -456,7 +456,7 @@ def test_no_free_watcher_slot_degrades_safely(mode: str) -> None:
             except RuntimeError:
                 break
             taken += 1
-        from flydeps import _watch as w
+        from flydeps.watch import watchers as w
         if not w.AVAILABLE:
             print("SKIP no backend")
             raise SystemExit(0)

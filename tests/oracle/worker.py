@@ -67,9 +67,9 @@ from model import LINE_EDIT_KINDS, Mutation, Outcome, is_user_data, mutation_fro
 from sites import source_sites, used_names  # noqa: E402
 from subjects import BY_NAME, Subject, call_args  # noqa: E402
 
-from flydeps import build  # noqa: E402
+from flydeps.builds import protocol as build  # noqa: E402
 from flydeps.errors import GlobalDriftError  # noqa: E402
-from flydeps.fingerprint import fingerprint_roots  # noqa: E402
+from flydeps.keys.fingerprint import fingerprint_roots  # noqa: E402
 from flydsl_runtime import Launcher  # noqa: E402
 
 
@@ -287,7 +287,7 @@ def _truth(launcher: Launcher, bound_self: object, args: tuple, kwargs: dict) ->
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-# What a launcher logs when it serves a call from the persistent index (flydsl_runtime.jit).
+# What a launcher logs when it serves a call from the persistent index (flydsl_runtime.launch.jit).
 _LOADED = "loaded from the persistent index"
 # Mutations a new process reproduces from the files and the environment alone (a file edit,
 # a reload, an environment variable, an argument): with FLYDEPS_ORACLE_NEW_PROCESS=1 each is

@@ -126,7 +126,7 @@ def traces(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the launchers FlyDSL traced during the test (a spy: the real trace runs)."""
     from flydsl.compiler.jit_function import JitFunction
 
-    from flydsl_runtime._hooks import ensure_hooks
+    from flydsl_runtime.launch.hooks import ensure_hooks
 
     ensure_hooks()  # first: wrapped after the spy, the trace recording would leave with it
     seen: list[str] = []

@@ -30,8 +30,9 @@ pytest.importorskip("flydsl")
 import psutil  # noqa: E402 (with the flydsl extra, as distributed installs it)
 
 from flydeps import cli  # noqa: E402
-from flydsl_runtime import aot, index  # noqa: E402
-from flydsl_runtime.aotbuild import build  # noqa: E402
+from flydsl_runtime.aot.build import build  # noqa: E402
+from flydsl_runtime.persist import index
+from flydsl_runtime.persist import strict as aot  # noqa: E402
 
 KERNELS = """
 import time

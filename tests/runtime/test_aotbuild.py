@@ -25,9 +25,9 @@ import pytest
 
 pytest.importorskip("flydsl")
 
-from flydsl_runtime import index  # noqa: E402
-from flydsl_runtime.aot import shipped  # noqa: E402
-from flydsl_runtime.aotbuild import Pruned, SpecError, build, load_spec  # noqa: E402
+from flydsl_runtime.aot.build import Pruned, SpecError, build, load_spec  # noqa: E402
+from flydsl_runtime.persist import index  # noqa: E402
+from flydsl_runtime.persist.strict import shipped  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -731,7 +731,7 @@ def test_dask_cluster_build_equals_the_local_build(project: Path, tmp_path: Path
 
 def _pool_size_in(preexec: Callable[[], object]) -> tuple[int, str]:
     """``local_workers(10)`` in a new process started with ``preexec`` (its CPUs or limits)."""
-    code = "import json; from flydsl_runtime.aotbuild import local_workers; print(json.dumps(local_workers(10)))"
+    code = "import json; from flydsl_runtime.aot.build import local_workers; print(json.dumps(local_workers(10)))"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=preexec, check=True
     )
@@ -752,7 +752,7 @@ def test_the_default_pool_has_the_cpus_and_memory_the_build_may_use(project: Pat
     items; a build whose pool memory made smaller says so in its summary, and builds."""
     from dask.system import cpu_count
 
-    from flydsl_runtime.aotbuild import WORKER_BYTES, local_workers
+    from flydsl_runtime.aot.build import WORKER_BYTES, local_workers
 
     cpus = cpu_count()
     assert local_workers(10) == (min(cpus, 10), "")  # this machine: memory holds every CPU's worker
@@ -877,7 +877,7 @@ launch(torch.zeros(64))
 def test_the_compiler_probe_agrees_with_a_real_compile(tmp_path: Path, rocm_root: Path, arch: str) -> None:
     """The oracle: a kernel that loads and stores, compiled for the arch by FlyDSL in a new
     process, succeeds exactly for the arches the probe does not report."""
-    from flydsl_runtime.archprobe import unknown_arches
+    from flydsl_runtime.aot.archprobe import unknown_arches
 
     (tmp_path / "kernel.py").write_text(_REAL_KERNEL)
     env = {**os.environ, "ARCH": arch, "COMPILE_ONLY": "1", "FLYDSL_RUNTIME_CACHE_DIR": str(tmp_path / "fl")}
@@ -895,7 +895,7 @@ def test_the_compiler_probe_tells_nothing_it_cannot_tell(tmp_path: Path, monkeyp
     about the name count, so a known arch is not reported and an unknown one still is; a
     probe that never ends is killed and reports nothing; probes running when the command is
     interrupted are killed and reaped; no arches, no probe."""
-    from flydsl_runtime import archprobe
+    from flydsl_runtime.aot import archprobe
 
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
     assert dict(archprobe.unknown_arches(["gfx942", "gfx9499", "gfx942"])) == {

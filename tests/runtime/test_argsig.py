@@ -16,14 +16,7 @@ from flydsl.compiler.protocol import cache_signature  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from flydsl_runtime.argsig import (  # noqa: E402
-    ArgSigner,
-    ArgumentSignatureError,
-    SigToken,
-    signatures,
-    tensor_signature,
-    token,
-)
+from flydsl_runtime.trace.argsig import ArgSigner, ArgumentSignatureError, SigToken, signatures, tensor_signature, token
 
 # Every dtype FlyDSL maps to an MLIR element type, plus ones it only rejects at trace time:
 # the signature must agree with the adaptor for those too.
@@ -269,7 +262,7 @@ def test_warm_path_errors_are_the_general_path_errors() -> None:
 def test_tokens_are_interned_and_a_refilled_table_never_conflates(monkeypatch: pytest.MonkeyPatch) -> None:
     """One token per signature; when the table is full and cleared, a signature met again
     gets a new token that equals neither the old one nor any other signature's."""
-    from flydsl_runtime import argsig
+    from flydsl_runtime.trace import argsig
 
     sig = (TorchTensorJitArg, torch.float32, 4, False, (-1,), (1,))
     assert token(sig) is token(sig)

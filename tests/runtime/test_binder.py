@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flydsl_runtime.binder import ArgBinder
+from flydsl_runtime.trace.binder import ArgBinder
 
 P = inspect.Parameter
 

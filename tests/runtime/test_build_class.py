@@ -130,7 +130,7 @@ def test_mock_patch_leaving_its_block_hits_the_entry_built_before_it(traces) -> 
 
 
 def test_verify_fraction_checks_a_deterministic_share_of_hits(traces, monkeypatch) -> None:
-    from flydsl_runtime.verify import sampled
+    from flydsl_runtime.launch.verify import sampled
 
     vadd_launch = _softmax().build_softmax(4, scale=0.375)
     x, out = torch.zeros(256), torch.zeros(256)
@@ -180,7 +180,7 @@ def test_verify_fraction_logs_and_drops_a_stale_entry(tmp_path, monkeypatch, cap
     """An input the analysis cannot see (a helper behind a computed getattr) changed: with
     FLYDEPS_VERIFY=1 the hit raises; with a fraction the stale entry is logged, dropped and
     traced again."""
-    from flydsl_runtime.verify import StaleArtifactError
+    from flydsl_runtime.launch.verify import StaleArtifactError
 
     (tmp_path / "hidden_subject.py").write_text(textwrap.dedent(_HIDDEN_KERNEL))
     monkeypatch.syspath_prepend(str(tmp_path))

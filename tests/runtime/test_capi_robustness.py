@@ -1,4 +1,4 @@
-"""flydsl_runtime._capi checks what it is given before it calls anything (issue 36, item 7).
+"""flydsl_runtime.persist._capi checks what it is given before it calls anything (issue 36, item 7).
 
 ``string_ref(library, symbol)`` calls ``symbol`` of an already-loaded library as an
 ``MlirStringRef f(void)``. Given any other function of any loaded library (libc's
@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-from flydsl_runtime import index
+from flydsl_runtime.persist import index
 
-capi = pytest.importorskip("flydsl_runtime._capi", reason="the C helper was not built here")
+capi = pytest.importorskip("flydsl_runtime.persist._capi", reason="the C helper was not built here")
 
 OWN_LIBRARY = capi.__file__  # loaded (it is this module), absolute, and linked against libc
 
@@ -26,7 +26,7 @@ OWN_LIBRARY = capi.__file__  # loaded (it is this module), absolute, and linked 
 @pytest.mark.parametrize("symbol", ["getpid", "abort", "malloc", "mlirFlyROCDLGetROCMPat"])
 def test_a_function_of_another_signature_is_refused_without_a_call(symbol: str) -> None:
     script = (
-        "import sys\nfrom flydsl_runtime import _capi\n"
+        "import sys\nfrom flydsl_runtime.persist import _capi\n"
         "try:\n    _capi.string_ref(sys.argv[1], sys.argv[2])\n"
         "except ValueError as error:\n    print(error)\n"
     )

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("flydsl")
 
-from flydsl_runtime.debuginfo import positions_in_ir  # noqa: E402
+from flydsl_runtime.trace.debuginfo import positions_in_ir  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Device properties asked while tracing are reads of the trace (flydsl_runtime.devprops).
+"""Device properties asked while tracing are reads of the trace (flydsl_runtime.trace.devprops).
 
 The oracle is FlyDSL's IR key from a fresh trace (``test_trace_inputs.check``). The device is
 simulated under ``torch.cuda`` (``simulated_device.py``: torch's own Python code runs, the
@@ -20,8 +20,8 @@ import simulated_device  # noqa: E402
 import torch  # noqa: E402
 from test_trace_inputs import _args, check  # noqa: E402
 
-from flydeps import _environ  # noqa: E402
-from flydsl_runtime import devprops  # noqa: E402
+from flydeps.observe import environ as _environ  # noqa: E402
+from flydsl_runtime.trace import devprops  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 

@@ -146,7 +146,7 @@ def test_an_env_variable_another_thread_sets_and_removes_during_the_trace(fdk, t
 
 
 def test_an_env_variable_the_trace_writes_itself_is_no_race(monkeypatch) -> None:
-    from flydeps import _environ
+    from flydeps.observe import environ as _environ
 
     monkeypatch.delenv("FLYDEPS_TEST_RACE_OTHER", raising=False)
     monkeypatch.delenv("FLYDEPS_TEST_RACE_OWN", raising=False)

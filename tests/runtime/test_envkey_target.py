@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("flydsl")
 
-from flydsl_runtime import envkey, target  # noqa: E402
-from flydsl_runtime.envkey import ARCH_SELECTORS, CODEGEN_ENV_VARS, describe_env_change, env_key  # noqa: E402
+from flydsl_runtime.trace import envkey, target  # noqa: E402
+from flydsl_runtime.trace.envkey import ARCH_SELECTORS, CODEGEN_ENV_VARS, describe_env_change, env_key  # noqa: E402
 
 PLAIN_VARS = [n for n in CODEGEN_ENV_VARS if n not in envkey.PATH_LIKE_ENV_VARS]
 

@@ -29,7 +29,7 @@ pytest.importorskip("flydsl")
 
 import torch  # noqa: E402
 
-from flydsl_runtime import index, sqlitefile  # noqa: E402
+from flydsl_runtime.persist import index, sqlitefile  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -589,7 +589,7 @@ def test_parts_without_a_cross_process_name_are_never_persisted() -> None:
 def test_disk_key_is_flydsls_and_the_toolchain_key_is_remembered(tmp_path: Path, monkeypatch) -> None:
     from flydsl.compiler import jit_function as fjf
 
-    from flydsl_runtime._hooks import ensure_hooks
+    from flydsl_runtime.launch.hooks import ensure_hooks
 
     ensure_hooks()
     original = fjf._flydsl_key.__flydeps_original__  # FlyDSL's own, wrapped by the hooks
@@ -655,10 +655,10 @@ def test_the_rocm_root_is_the_one_flydsls_binding_gives(monkeypatch, env: dict[s
 
 
 def test_the_rocm_root_asked_in_c_is_what_ctypes_and_the_binding_give(monkeypatch) -> None:
-    """flydsl_runtime._capi and the ctypes fallback call the same function of FlyDSL's C API
+    """flydsl_runtime.persist._capi and the ctypes fallback call the same function of FlyDSL's C API
     library: the same bytes, in every environment the binding is asked in; a library this
     process has not loaded, or a symbol it lacks, is no answer (None), never a load."""
-    capi = pytest.importorskip("flydsl_runtime._capi", reason="the C helper was not built here")
+    capi = pytest.importorskip("flydsl_runtime.persist._capi", reason="the C helper was not built here")
     from flydsl._mlir import _mlir_libs
     from flydsl._mlir._mlir_libs import _mlirDialectsFlyROCDL
 
@@ -820,7 +820,7 @@ def test_strict_aot_bad_value_and_unpersistable_calls(repo: Repo) -> None:
 def test_a_probe_of_the_index_reads_no_row(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     """An AOT build worker's strict probe answers "not served" without reading the
     launcher's rows for an explanation (each row spells out every node)."""
-    from flydsl_runtime import aot
+    from flydsl_runtime.persist import strict as aot
 
     repo.run()  # one row of partial_sum
     monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(repo.flydeps_cache))
@@ -841,7 +841,7 @@ def test_a_probe_of_the_index_reads_no_row(repo: Repo, monkeypatch: pytest.Monke
 
 
 def test_differences_name_every_part() -> None:
-    from flydsl_runtime import aot
+    from flydsl_runtime.persist import strict as aot
 
     shipped = {
         "nodes": {"p.m:f": ["1", "m.py:3", "function"], "p.m:G": ["2", "m.py:1", "global"]},
@@ -910,7 +910,8 @@ def test_a_float_argument_is_named_by_its_value() -> None:
 
     import flydsl.expr as fx
 
-    from flydsl_runtime import aot, argsig
+    from flydsl_runtime.persist import strict as aot
+    from flydsl_runtime.trace import argsig
 
     P = inspect.Parameter  # (this module's annotations are strings: spelled out)
     params = [P("x", P.POSITIONAL_OR_KEYWORD, annotation=fx.Tensor)]
@@ -1081,7 +1082,7 @@ def test_the_runtime_index_keeps_under_its_size_and_an_aot_index_is_never_trimme
     process traces and writes it again); the newest rows are still served. An index that
     `flydeps aot build` made (mark_built) keeps every row whatever its size. Bad input: a
     limit that is not a size is one error naming the variable."""
-    from flydeps._environ import EnvReads
+    from flydeps.observe.environ import EnvReads
     from flydeps.settings import SettingError
 
     limit = 128 * 1024

@@ -29,8 +29,8 @@ pytest.importorskip("flydsl")
 
 from test_index import Repo  # noqa: E402
 
-from flydeps import _memofile  # noqa: E402
-from flydsl_runtime import index  # noqa: E402
+from flydeps.store import memofile as _memofile  # noqa: E402
+from flydsl_runtime.persist import index  # noqa: E402
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(
@@ -174,7 +174,7 @@ def _fresh_index(path: Path) -> None:
     seed = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from flydsl_runtime import index\n"
+        "from flydsl_runtime.persist import index\n"
         "with index.at(Path(sys.argv[1])):\n"
         "    assert index.record('seed' * 16, 'm.seed', 'ir-seed', index.EnvReads(()))\n"
     )

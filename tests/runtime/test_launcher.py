@@ -13,7 +13,8 @@ pytest.importorskip("flydsl")
 import torch  # noqa: E402
 
 from flydeps import GlobalDriftError  # noqa: E402
-from flydsl_runtime import CacheInfo, Launcher, index  # noqa: E402
+from flydsl_runtime import CacheInfo, Launcher
+from flydsl_runtime.persist import index  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 
@@ -402,7 +403,7 @@ def test_concurrent_first_calls_trace_once(fdk, traces) -> None:
 
 def test_ast_rewrite_is_reported_to_flydeps(fdk) -> None:
     """FlyDSL replaces a decorated function's __code__; flydeps must digest what the user wrote."""
-    from flydeps.discover import _rewrite_of
+    from flydeps.live.discover import _rewrite_of
 
     vadd = fdk.module("vadd")
     func = vadd.vadd_kernel._func

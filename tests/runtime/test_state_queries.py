@@ -1,5 +1,5 @@
-"""Process state a trace reads (issue 35): torch's settings through its API (flydsl_runtime.statequery)
-and memoized readers (flydeps._memoreads), on real FlyDSL compiles.
+"""Process state a trace reads (issue 35): torch's settings through its API (flydsl_runtime.trace.statequery)
+and memoized readers (flydeps.observe.memoreads), on real FlyDSL compiles.
 
 The oracle is FlyDSL's IR key from a fresh trace (``test_trace_inputs.check``) in this
 process, and in a new one (``index_child.py --fresh-ir``) for the persistent index.
@@ -19,8 +19,9 @@ import torch  # noqa: E402
 from test_index import Repo  # noqa: E402
 from test_trace_inputs import check  # noqa: E402
 
-from flydeps import _environ  # noqa: E402
-from flydsl_runtime import index, statequery  # noqa: E402
+from flydeps.observe import environ as _environ  # noqa: E402
+from flydsl_runtime.persist import index
+from flydsl_runtime.trace import statequery  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 

@@ -1,8 +1,8 @@
 """A logger's level and a relative path's existence read by a trace (issue 35), on real FlyDSL compiles.
 
-The level is a state query of :mod:`flydsl_runtime.statequery` (``Logger.isEnabledFor`` /
+The level is a state query of :mod:`flydsl_runtime.trace.statequery` (``Logger.isEnabledFor`` /
 ``getEffectiveLevel``, asked of the logger by its name on every hit); the existence check is
-a metadata read of :mod:`flydeps._filereads` (``=stat:exists:fdk_tuning.flag``, re-resolved
+a metadata read of :mod:`flydeps.observe.filereads` (``=stat:exists:fdk_tuning.flag``, re-resolved
 against the working directory of the process that checks). The oracle is FlyDSL's IR key
 from a fresh trace (``test_trace_inputs.check``), and in a new process (``index_child.py
 --fresh-ir``) for the persistent index.
@@ -23,8 +23,8 @@ import torch  # noqa: E402
 from test_index import Repo  # noqa: E402
 from test_trace_inputs import check  # noqa: E402
 
-from flydeps import _environ  # noqa: E402
-from flydsl_runtime import statequery  # noqa: E402
+from flydeps.observe import environ as _environ  # noqa: E402
+from flydsl_runtime.trace import statequery  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 ENABLED = "=logging.Logger.isEnabledFor:10:"

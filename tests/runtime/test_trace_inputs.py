@@ -21,7 +21,8 @@ pytest.importorskip("flydsl")
 
 import torch  # noqa: E402
 
-from flydsl_runtime import Launcher, target  # noqa: E402
+from flydsl_runtime import Launcher
+from flydsl_runtime.trace import target  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("compile_only")
 
@@ -108,7 +109,7 @@ def test_unrelated_env_change_is_a_hit(fdk, monkeypatch) -> None:
 
 def test_env_read_by_a_cached_factory_inside_the_trace(fdk, monkeypatch) -> None:
     """The second launcher's trace gets the factory's result from its cache (no build, no
-    read): the factory's recorded reads are still the trace's (flydeps._environ.note)."""
+    read): the factory's recorded reads are still the trace's (flydeps.observe.environ.note)."""
     mod = fdk.module("trace_inputs")
     monkeypatch.delenv("FDK_UNROLL", raising=False)
     args = _args()

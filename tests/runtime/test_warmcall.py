@@ -1,4 +1,4 @@
-"""The C warm path (flydsl_runtime._warmcall) decides every call as the Python one does.
+"""The C warm path (flydsl_runtime.launch._warmcall) decides every call as the Python one does.
 
 ``Launcher._py_call`` is the specification: the same tests in the same order. Every call
 sequence below runs through both (real compiles under COMPILE_ONLY=1, FlyDSL's traces
@@ -21,9 +21,9 @@ import torch  # noqa: E402
 from flydsl.compiler.kernel_function import CompilationContext  # noqa: E402
 
 from flydsl_runtime import Launcher  # noqa: E402
-from flydsl_runtime.argsig import token  # noqa: E402
+from flydsl_runtime.trace.argsig import token  # noqa: E402
 
-jit_module = importlib.import_module("flydsl_runtime.jit")
+jit_module = importlib.import_module("flydsl_runtime.launch.jit")
 HAS_C = jit_module._WarmBase is not object  # built, and not turned off by FLYDEPS_WARMCALL=0
 needs_c = pytest.mark.skipif(not HAS_C, reason="the C warm path is not built or FLYDEPS_WARMCALL=0")
 
@@ -98,7 +98,7 @@ def _steps(fdk: Any, cls: type[Launcher], traces: list[str], monkeypatch: pytest
 
 @needs_c
 def test_launcher_base_is_the_c_warm_path() -> None:
-    from flydsl_runtime import _warmcall  # type: ignore[attr-defined]
+    from flydsl_runtime.launch import _warmcall  # type: ignore[attr-defined]
 
     assert issubclass(Launcher, _warmcall.WarmCall)
     assert Launcher.__call__ is _warmcall.WarmCall.__call__
@@ -146,7 +146,7 @@ def test_warm_hits_and_fallbacks_of_the_c_path(fdk, traces, monkeypatch) -> None
 @pytest.fixture
 def unbound_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No device reader bound, as in a new process (the C path holds the same one-item list)."""
-    from flydsl_runtime import target
+    from flydsl_runtime.trace import target
 
     monkeypatch.setattr(target, "_device_id", None)
     monkeypatch.setattr(jit_module, "_device_id", None)
@@ -250,7 +250,7 @@ class _Jf:
 
 def _shaped(check: Callable[[], object] = lambda: True) -> tuple[Any, dict, list]:
     """A WarmCall subclass instance whose warm plan is two exact ints keyed (int, value)."""
-    from flydsl_runtime import _warmcall  # type: ignore[attr-defined]
+    from flydsl_runtime.launch import _warmcall  # type: ignore[attr-defined]
 
     calls: list = []
 
@@ -359,7 +359,7 @@ def test_c_path_errors_fall_back_and_interrupts_propagate() -> None:
 
 @needs_c
 def test_c_path_with_unset_members_goes_to_python() -> None:
-    from flydsl_runtime import _warmcall  # type: ignore[attr-defined]
+    from flydsl_runtime.launch import _warmcall  # type: ignore[attr-defined]
 
     class Bare(_warmcall.WarmCall):
         def _py_call(self, *args: object, **kwargs: object) -> object:

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 from test_cache import FACTORY
 
-from flydeps import caches, settings
+from flydeps import settings
 from flydeps.cli import main
 from flydeps.static.analyze import analyze
+from flydeps.store import caches
 
 HELPER = "def helper_{i}(n):\n    return n + {i}\n"
 
@@ -315,7 +316,7 @@ def test_runtime_index_and_artifacts(
     pytest.importorskip("flydsl")
     if not (ROCM / "llvm/bin/ld.lld").exists():
         pytest.skip(f"no ROCm compile root at {ROCM}")
-    from flydsl_runtime import index
+    from flydsl_runtime.persist import index
 
     assert caches.INDEX_NAME == index.INDEX_NAME
     package = f"fdkc_{uuid.uuid4().hex[:8]}"

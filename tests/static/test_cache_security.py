@@ -171,7 +171,7 @@ def test_a_huge_entry_is_refused_unread(cache: Path, tmp_path: Path) -> None:
 def test_an_entry_is_read_to_its_end_whatever_fstat_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader sizes its requests by fstat, and still reads a file that grew since to its
     end, and one past the bound only to the bound plus one byte (so it is refused)."""
-    from flydeps import _memofile
+    from flydeps.store import memofile as _memofile
 
     body = os.urandom(200_000)  # several requests of the 64 KiB step
     path = tmp_path / "entry"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flydeps.cli import main
-from flydeps.fingerprint import transitive_digests
+from flydeps.keys.fingerprint import transitive_digests
 from flydeps.static.analyze import analyze
 
 CASES: dict[str, tuple[dict[str, str], dict[str, list[str]]]] = {

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from flydeps.static.analyze import analyze
-from flydeps.static.callresult import CallGraph, bound_diagnostics, slot_name
-from flydeps.static.callstate import MAX_VALUES
-from flydeps.static.callstore import decode_call_graph, encode_call_graph
+from flydeps.static.calls.result import CallGraph, bound_diagnostics, slot_name
+from flydeps.static.calls.state import MAX_VALUES
+from flydeps.static.calls.store import decode_call_graph, encode_call_graph
 
 
 def _callbacks(count: int) -> str:

@@ -17,9 +17,10 @@ import pytest
 from blake3 import blake3
 
 from flydeps.cli import main
-from flydeps.static import callgraph, parse
-from flydeps.static.callfacts import FACTS_SHAPE, FlowFacts
-from flydeps.static.callgraph import flow_facts
+from flydeps.static import parse
+from flydeps.static.calls import collect as callgraph
+from flydeps.static.calls.collect import flow_facts
+from flydeps.static.calls.facts import FACTS_SHAPE, FlowFacts
 
 HELPERS = """\
 def helper(n):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flydeps.cli import main
-from flydeps.fingerprint import transitive_digests
+from flydeps.keys.fingerprint import transitive_digests
 from flydeps.static.analyze import analyze
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -85,7 +85,7 @@ def test_json_text_is_the_documented_document(monkeypatch) -> None:
     """The fast JSON writer and ``graph_document`` (the schema in docs/cli.md) agree."""
     import json
 
-    from flydeps.fingerprint import transitive_digests
+    from flydeps.keys.fingerprint import transitive_digests
     from flydeps.static.analyze import analyze
     from flydeps.static.report import ReportOptions, format_json, graph_document
 

@@ -14,9 +14,9 @@ import pytest
 from libcst.codemod import TransformSuccess
 
 from flydeps.cli import main
-from flydeps.static import import_order
-from flydeps.static.import_order import ImportConfig, apply_project_order, find_import_config
-from flydeps.static.migrate import migrate_file
+from flydeps.migrate import imports as import_order
+from flydeps.migrate.imports import ImportConfig, apply_project_order, find_import_config
+from flydeps.migrate.tree import migrate_file
 
 pytestmark = pytest.mark.skipif(import_order._ruff_binary() is None, reason="needs ruff (a dev dependency)")
 
@@ -289,8 +289,8 @@ def test_flydeps_imports_without_ruff_or_isort(tmp_path: Path) -> None:
     flydeps imports and finds no tool."""
     code = (
         "import sys; sys.modules['ruff'] = None; sys.modules['isort'] = None\n"
-        "import flydeps.cli, flydeps.static.migrate\n"
-        "from flydeps.static import import_order\n"
+        "import flydeps.cli, flydeps.migrate.tree\n"
+        "from flydeps.migrate import imports as import_order\n"
         "assert import_order._ruff_binary() is None\n"
     )
     env = {**os.environ, "PATH": str(tmp_path)}

@@ -16,8 +16,8 @@ import pytest
 from libcst.codemod import TransformFailure, TransformSkip, TransformSuccess
 
 from flydeps.cli import main
-from flydeps.static import migrate as migrate_module
-from flydeps.static.migrate import migrate_file, migrate_paths, migrate_source
+from flydeps.migrate import tree as migrate_module
+from flydeps.migrate.tree import migrate_file, migrate_paths, migrate_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KERNEL = "import flydsl.compiler as flyc\n"

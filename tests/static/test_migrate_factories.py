@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from flydeps.cli import main
-from flydeps.static.migrate import migrate_paths
-from flydeps.static.migrate_state import Memo
+from flydeps.migrate.memo import Memo
+from flydeps.migrate.tree import migrate_paths
 
 BUILDER = """\
 import flydsl.compiler as flyc
@@ -165,7 +165,7 @@ def test_noop_check_answers_from_the_memo(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_memo_never_answers_for_changed_migrate_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flydeps.static import migrate_state
+    from flydeps.migrate import memo as migrate_state
 
     memo = Memo.open("skip_delegating=False")
     data = b"x = 1\n"

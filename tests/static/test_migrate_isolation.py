@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-MAX_CHAIN = 500  # flydeps.static.isolate.MAX_CHAIN; imported inside the tests, so that the
+MAX_CHAIN = 500  # flydeps.migrate.isolate.MAX_CHAIN; imported inside the tests, so that the
 # old code (no such module) fails each test rather than the collection
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "import flydsl.compiler as flyc\n"  # passes the pre-filter: the file must be parsed
@@ -78,7 +78,7 @@ def test_a_real_libcst_segfault_is_that_files_diagnostic(tmp_path: Path) -> None
     (tmp_path / "chain.py").write_text(HEADER + "x = a" + ".b" * 1000 + "\n")
     for name in ("a.py", "z.py"):
         (tmp_path / name).write_text(GOOD)
-    script = "import flydeps.static.migrate as m\nm.precheck = lambda text: None"
+    script = "import flydeps.migrate.tree as m\nm.precheck = lambda text: None"
     done = _flydeps(".", "--write", cwd=tmp_path, script=script, stack=1 << 20)
     assert done.returncode == 1, done.stderr
     line = _one_line(done.stderr, "chain.py")
@@ -93,7 +93,7 @@ def test_a_parse_that_outlives_its_time_is_killed_and_reported(tmp_path: Path) -
     """A 20,000-term sum takes libcst minutes (its time grows with the cube of the chain)."""
     (tmp_path / "slow.py").write_text(HEADER + "x = " + "+".join(["1"] * 20_000) + "\n")
     (tmp_path / "good.py").write_text(GOOD)
-    script = "import flydeps.static.migrate as m\nm.precheck = lambda text: None\nm._deadline = lambda job: 3.0"
+    script = "import flydeps.migrate.tree as m\nm.precheck = lambda text: None\nm._deadline = lambda job: 3.0"
     done = _flydeps(".", "--write", cwd=tmp_path, script=script, timeout=120)
     assert done.returncode == 1, done.stderr
     assert " did not finish in time (killed) while migrating" in _one_line(done.stderr, "slow.py")
@@ -113,7 +113,7 @@ def _segfault(item: int) -> int:
 
 
 def test_run_isolated_reports_each_death_on_its_item() -> None:
-    from flydeps.static.isolate import Crashed, run_isolated
+    from flydeps.migrate.isolate import Crashed, run_isolated
 
     results = dict(run_isolated(_segfault, [0, 1, 2, 3, 4, 5], workers=2, timeout=lambda item: 60.0))
     assert results == {
@@ -141,7 +141,7 @@ def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import os, sys, time
-        from flydeps.static.isolate import run_isolated
+        from flydeps.migrate.isolate import run_isolated
 
         def work(item):
             os.write(1, b"%d\\n" % os.getpid())  # one write: the two workers' lines never interleave
@@ -180,8 +180,8 @@ def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
     ],
 )
 def test_precheck_bounds(source: str, line: int | None) -> None:
-    from flydeps.static.isolate import MAX_CHAIN as limit
-    from flydeps.static.isolate import precheck
+    from flydeps.migrate.isolate import MAX_CHAIN as limit
+    from flydeps.migrate.isolate import precheck
 
     assert limit == MAX_CHAIN
     found = precheck(source)
@@ -190,7 +190,7 @@ def test_precheck_bounds(source: str, line: int | None) -> None:
 
 def test_precheck_passes_every_source_of_the_project() -> None:
     """No false alarm on real code: this repository's sources, tests and examples."""
-    from flydeps.static.isolate import precheck
+    from flydeps.migrate.isolate import precheck
 
     files = [p for d in ("src", "examples", "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")]
     assert len(files) > 100

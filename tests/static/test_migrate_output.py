@@ -15,7 +15,7 @@ import pytest
 from libcst.codemod import TransformSkip, TransformSuccess
 
 from flydeps.cli import main
-from flydeps.static.migrate import migrate_file, migrate_paths, migrate_source
+from flydeps.migrate.tree import migrate_file, migrate_paths, migrate_source
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -221,7 +221,7 @@ def _corpus() -> list[Path]:
 
 def test_the_pre_filter_only_skips_files_the_codemod_leaves_alone() -> None:
     """Oracle: the codemod itself, run on every file the pre-filter would skip."""
-    from flydeps.static.migrate import may_change
+    from flydeps.migrate.tree import may_change
 
     files = _corpus()
     skipped = [p for p in files if not may_change(p.read_bytes())]
@@ -235,7 +235,7 @@ def test_the_pre_filter_only_skips_files_the_codemod_leaves_alone() -> None:
 
 def test_a_skipped_file_is_never_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Names flydsl, but no compiler and no functools: no rewrite can apply."""
-    import flydeps.static.migrate as migrate_module
+    import flydeps.migrate.tree as migrate_module
 
     def parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("parsed")

@@ -9,8 +9,8 @@ import pytest
 from libcst.codemod import TransformSuccess
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
-from flydeps.static.codemod import _Facts
-from flydeps.static.migrate import migrate_source
+from flydeps.migrate.codemod import _Facts
+from flydeps.migrate.tree import migrate_source
 
 SOURCES = {
     "module import": "import functools\n\n@functools.lru_cache(maxsize=None)\ndef f():\n    pass\n",
@@ -111,8 +111,8 @@ def test_a_function_local_import_is_resolved_and_removed() -> None:
 def test_a_source_cpythons_parser_refuses_is_reported_as_a_syntax_error(tmp_path, monkeypatch) -> None:
     """libcst accepted it, the codemod's ast pass did not: a ``path:line:`` syntax error,
     not a crash report, and nothing changes."""
-    from flydeps.static import codemod
-    from flydeps.static.migrate import migrate_file
+    from flydeps.migrate import codemod
+    from flydeps.migrate.tree import migrate_file
 
     def refuse(text: str) -> None:
         raise SyntaxError("invalid syntax", ("m.py", 2, 1, "x", 2, 2))

@@ -108,8 +108,8 @@ def test_named_root_through_subclass() -> None:
 def test_annotations_enter_the_static_digest_as_at_run_time(tmp_path) -> None:
     """FlyDSL types arguments by their annotations; the defining code evaluates them, so
     the function's bytecode is the same when only an annotation changes."""
-    from flydeps.fingerprint import transitive_digests
     from flydeps.graph import EdgeKind
+    from flydeps.keys.fingerprint import transitive_digests
     from flydeps.static.analyze import analyze
 
     pkg = tmp_path / "annpkg"

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..fingerprint import transitive_digests
 from ..graph import DepGraph, Node, NodeKind
+from ..keys.fingerprint import transitive_digests
 from .parse import SummaryCache, cache_dir, facts_of_source, scan_imports, summarize, summarize_with_facts
 from .project import (
     Diagnostic,
@@ -32,28 +31,17 @@ from .project import (
     resolve_relative,
 )
 from .resolve import RootSpec, build_graph, role_tags
-from .results import ResultCache, request_key
+from .results import Analysis, ResultCache, request_key
 from .summary import CodeInfo
 from .symbols import Index, LoadedModule, Target
 
 if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
-    from .callfacts import FlowFacts
-    from .callresult import CallGraph
+    from .calls.facts import FlowFacts
+    from .calls.result import CallGraph
 
 __all__ = ["Analysis", "analyze", "split_target"]
 
 log = logging.getLogger("flydeps.static")
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """A graph, its transitive (Merkle) digests, and everything that went wrong."""
-
-    graph: DepGraph
-    diagnostics: tuple[Diagnostic, ...]
-    project: Project
-    digests: Mapping[str, str]
-    calls: CallGraph | None = None  # when asked for (``analyze(..., calls=True)``)
 
 
 def split_target(text: str) -> tuple[str, str | None]:
@@ -171,7 +159,7 @@ def analyze(
 ) -> Analysis:
     """Analyse files/directories (``path`` or ``path::Qual.name``) without importing them.
 
-    ``calls``: also solve the call graph of the analysed modules (:mod:`.callflow`); the
+    ``calls``: also solve the call graph of the analysed modules (:mod:`.calls.solve`); the
     flow facts it needs are cached per file next to the summaries, and the solved call
     graph in the result cache with the analysis (an entry of its own)."""
     tree = tree or FileSystemTree()
@@ -198,7 +186,7 @@ def analyze(
     analysis = _build(project, loader, existing, diagnostics, calls=calls)
     read = [(m.file.path, m.summary.content_digest) for m in loader.loaded.values() if m is not None]
     if analysis.calls is not None:
-        from .callstore import encode_call_graph
+        from .calls.store import encode_call_graph
 
         encoded = encode_call_graph(analysis.calls)
         results.save_with(key, project, read, analysis, encoded, variant=_CALLS_VARIANT)
@@ -214,7 +202,7 @@ _CALLS_VARIANT = "g"
 
 
 def _cached_calls(results: ResultCache, key: str, project: Project) -> Analysis | None:
-    from .callstore import decode_call_graph
+    from .calls.store import decode_call_graph
 
     hit = results.load_with(key, project, decode_call_graph, variant=_CALLS_VARIANT)
     if hit is None:
@@ -251,7 +239,7 @@ def _build(
     graph, problems = build_graph(index, specs)
     call_graph = None
     if calls:
-        from .callflow import build_call_graph
+        from .calls.solve import build_call_graph
 
         call_graph = build_call_graph(index, requested, _facts_source(index, loader))
     digests = transitive_digests(graph)
@@ -267,8 +255,8 @@ def _build(
         for name, (path, line) in index.missing.items()
     ]
     if call_graph is not None:  # the solver's per-slot bound dropped values: say which slot
-        from .callresult import bound_diagnostics
-        from .callstate import MAX_VALUES
+        from .calls.result import bound_diagnostics
+        from .calls.state import MAX_VALUES
 
         found = project.find
         missing += bound_diagnostics(call_graph, lambda m: getattr(found(m), "path", None), MAX_VALUES)
@@ -295,8 +283,8 @@ def _instance_attributes(graph: DepGraph, loader: Loader, index: Index, calls: C
             classes.update(_classes_of(graph.nodes[edge.src]))
     if not wanted:
         return graph
-    from .callflow import build_call_graph
-    from .callresult import pycg_callee
+    from .calls.result import pycg_callee
+    from .calls.solve import build_call_graph
 
     if calls is None:
         modules = sorted({module for classes, _ in wanted.values() for module, _ in classes})

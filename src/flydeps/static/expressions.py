@@ -1,7 +1,7 @@
 """Expressions of module and class bodies: names they read, literal values, digests.
 
 Contract: pure functions of AST nodes (never evaluated beyond ``ast.literal_eval``). A
-literal gets the runtime's value digest (``flydeps._values.value_digest``) so a static
+literal gets the runtime's value digest (``flydeps.values.snapshot.value_digest``) so a static
 ``BLOCK = 256`` and the live value agree; anything else gets the digest of its
 normalized form (no positions) and is tagged as not evaluated by the resolver. Deep
 expressions never raise: ``RecursionError`` falls back to CPython's compiler, which
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from blake3 import blake3
 
-from .._bytecode import code_digest
+from ..code.bytecode import code_digest
 from .summary import ValueBinding
 
 __all__ = [
@@ -132,9 +132,9 @@ def class_digest(qual: str, data: dict[str, object]) -> str:
 
 
 def literal_digest(value: object) -> str | None:
-    """The runtime's value digest of a literal (``flydeps._values``), None if unavailable."""
+    """The runtime's value digest of a literal (``flydeps.values.snapshot``), None if unavailable."""
     try:
-        from .._values import value_digest
+        from ..values.snapshot import value_digest
     except ImportError:  # the runtime value snapshot is not built yet: fall back to expressions
         return None
     return value_digest(value)

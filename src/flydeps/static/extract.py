@@ -30,7 +30,7 @@ from typing import cast
 from blake3 import blake3
 
 from .. import settings
-from .._bytecode import code_digest, code_refs, is_function_code, nested_codes
+from ..code.bytecode import code_digest, code_refs, is_function_code, nested_codes
 from .expressions import call_args_binding, class_body_digest, class_digest, dotted, text_of, value_binding
 from .moduleflow import getattr_refs, lazy_sources, statement_binding, statement_refs, walrus_names, writes
 from .summary import (

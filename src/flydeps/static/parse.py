@@ -11,8 +11,8 @@ validated field by field and bound to their key (:mod:`flydeps.static.store`): n
 the cache directory can run code, crash the interpreter or stand for another file; a
 malformed entry is a miss and gets rewritten. A directory others can write, or another
 user's, is refused (one warning) and the run goes on uncached. The cache is kept under
-``FLYDEPS_PARSE_CACHE_MAX_BYTES``: about once per :data:`flydeps.caches.WRITE_CHECK_EVERY`
-writes, its least recently used entries past the limit are deleted (:mod:`flydeps.caches`).
+``FLYDEPS_PARSE_CACHE_MAX_BYTES``: about once per :data:`flydeps.store.caches.WRITE_CHECK_EVERY`
+writes, its least recently used entries past the limit are deleted (:mod:`flydeps.store.caches`).
 
 Misses are extracted in a pool of worker processes when there is enough work to pay for
 it (cold whole-tree runs), else in-process; workers die with this process
@@ -20,9 +20,9 @@ it (cold whole-tree runs), else in-process; workers die with this process
 longest line) sends files that could crash or exhaust the CPython parser to a child
 process of their own, so a crash there is a problem of that file only.
 
-Flow facts (:mod:`flydeps.static.callgraph`, for the call graph) are cached the same way in
+Flow facts (:mod:`flydeps.static.calls.collect`, for the call graph) are cached the same way in
 an entry of their own kind per file content, validated field by field
-(:data:`~flydeps.static.callfacts.FACTS_SHAPE`), and extracted in the same worker jobs as
+(:data:`~flydeps.static.calls.facts.FACTS_SHAPE`), and extracted in the same worker jobs as
 the summaries, but only when asked for (:func:`summarize_with_facts`): runs that want no
 call graph neither compute nor read them.
 """
@@ -42,14 +42,16 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from blake3 import blake3
 
-from .. import caches, settings
+from .. import settings
+from ..store import caches
+from ..store.memofile import sources_digest
 from . import processes, store
 from .extract import extract, failed_summary, longest_line, too_complex
 from .store import Invalid
 from .summary import SUMMARY_SHAPE, SUMMARY_VERSION, FileSummary
 
 if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
-    from .callfacts import FlowFacts
+    from .calls.facts import FlowFacts
 
 __all__ = ["SummaryCache", "cache_dir", "facts_of_source", "scan_imports", "summarize", "summarize_with_facts"]
 
@@ -109,24 +111,12 @@ def _salt() -> str:
     """Digest of the code and settings that produce summaries: editing flydeps or changing
     the value-snapshot bound (``FLYDEPS_SNAPSHOT_LIMIT``, it shapes literal digests)
     invalidates the cache."""
-    here = Path(__file__).resolve().parent
     h = blake3(str(settings.integer("FLYDEPS_SNAPSHOT_LIMIT", 256)).encode() + b"\0")
-    sources = (
-        "extract.py",
-        "expressions.py",
-        "moduleflow.py",
-        "summary.py",
-        "../_bytecode.py",
-        "../_opcodes.py",
-        "../_normalize.py",
-        "../_disref.py",
-        "../_values.py",
+    static = ("extract", "expressions", "moduleflow", "summary")
+    code = ("bytecode", "opcodes", "normalize", "scan", "disref")
+    sources_digest(
+        h, [f"flydeps.static.{n}" for n in static] + [f"flydeps.code.{n}" for n in code] + ["flydeps.values.snapshot"]
     )
-    for path in (here / name for name in sources):
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(path.name.encode())
     return h.hexdigest()
 
 
@@ -137,15 +127,11 @@ _FACTS_SUFFIX = "-facts"
 @functools.lru_cache(maxsize=1)
 def _facts_kind() -> str:
     """The entry kind of flow facts: their schema version and a digest of their extractor."""
-    from .callfacts import FACTS_VERSION
-    from .callgraph import EXTRACTOR_MODULES
+    from .calls.collect import EXTRACTOR_MODULES
+    from .calls.facts import FACTS_VERSION
 
     h = blake3()
-    for name in EXTRACTOR_MODULES:
-        try:
-            h.update((Path(__file__).resolve().parent / name).read_bytes())
-        except OSError:
-            h.update(name.encode())
+    sources_digest(h, EXTRACTOR_MODULES)
     return "flowfacts-v%d-%s" % (FACTS_VERSION, h.hexdigest())
 
 
@@ -184,7 +170,7 @@ class SummaryCache:
         """The stored flow facts of the file whose bytes have blake3 ``digest``, if valid."""
         if self.directory is None:
             return None
-        from .callfacts import FACTS_SHAPE
+        from .calls.facts import FACTS_SHAPE
 
         raw = self.read(_facts_kind(), digest + _FACTS_SUFFIX)
         if raw is None:
@@ -197,7 +183,7 @@ class SummaryCache:
 
     def put_facts(self, digest: str, facts: FlowFacts) -> None:
         if self.directory is not None:
-            from .callfacts import FACTS_SHAPE
+            from .calls.facts import FACTS_SHAPE
 
             self.write(_facts_kind(), digest + _FACTS_SUFFIX, FACTS_SHAPE.encode(facts))
 
@@ -356,7 +342,7 @@ def facts_of_source(source: bytes, cache: SummaryCache) -> FlowFacts | None:
 def _extract_facts(source: bytes, digest: str, cache: SummaryCache) -> FlowFacts | None:
     import ast
 
-    from .callgraph import flow_facts
+    from .calls.collect import flow_facts
 
     try:
         facts = flow_facts(ast.parse(source))

@@ -21,7 +21,7 @@ from ..graph import DepGraph, Edge, EdgeKind, Node, NodeKind
 from .project import Diagnostic, one_line
 
 if TYPE_CHECKING:  # imported by the runs that solve a call graph only
-    from .callresult import CallGraph
+    from .calls.result import CallGraph
 
 __all__ = ["EXTERNALS", "FORMATS", "MAX_TREE_DEPTH", "TREE_LEGEND", "ReportOptions", "format_graph", "format_pycg"]
 

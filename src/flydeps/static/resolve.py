@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from blake3 import blake3
 
-from .._builder import GraphBuilder
+from ..code.graphbuild import GraphBuilder
 from ..graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 from .project import Diagnostic
 from .summary import Binding, ClassBinding, ClassInfo, CodeInfo, DefBinding, ImportBinding, ValueBinding

@@ -20,24 +20,26 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from blake3 import blake3
 
-from .. import _origin
+from ..code import origin as _origin
 from ..graph import DepGraph, Edge, EdgeKind, Location, Node, NodeKind
+from ..store.memofile import sources_digest
 from . import parse
 from .parse import SummaryCache
 from .project import Diagnostic, Project, is_library_dir
 from .store import Invalid
 from .symbols import assumed_installed
 
-if TYPE_CHECKING:
-    from .analyze import Analysis
+if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
+    from .calls.result import CallGraph
 
-__all__ = ["ResultCache", "request_key"]
+__all__ = ["Analysis", "ResultCache", "request_key"]
 
 _T = TypeVar("_T")
 
@@ -60,30 +62,14 @@ class _Inputs(NamedTuple):
 @functools.lru_cache(maxsize=1)
 def _code_salt() -> bytes:
     """Digest of the analyzer's own sources: a new flydeps never reuses old results."""
-    here = Path(__file__).resolve().parent
     h = blake3(_VERSION)
-    for path in sorted(
-        [
-            *here.glob("*.py"),
-            *(
-                here.parent / n
-                for n in (
-                    "graph.py",
-                    "_builder.py",
-                    "_bytecode.py",
-                    "_opcodes.py",
-                    "_normalize.py",
-                    "_disref.py",
-                    "_values.py",
-                    "_origin.py",
-                )
-            ),
-        ]
-    ):
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(path.name.encode())
+    here = Path(__file__).resolve().parent
+    static = sorted(
+        f"flydeps.static.{p.relative_to(here).with_suffix('').as_posix().replace('/', '.')}" for p in here.rglob("*.py")
+    )
+    others = ["flydeps.graph", "flydeps.code.graphbuild", "flydeps.code.bytecode", "flydeps.code.opcodes"]
+    others += ["flydeps.code.normalize", "flydeps.code.scan", "flydeps.code.disref", "flydeps.values.snapshot"]
+    sources_digest(h, static + others + ["flydeps.code.origin"])
     return h.digest()
 
 
@@ -124,6 +110,17 @@ def request_key(paths: Sequence[str], roots: Sequence[str], files: Iterable[tupl
             path.encode("utf-8", "surrogateescape") + b"\0" + (_digest(data) if data is not None else "-").encode()
         )
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A graph, its transitive (Merkle) digests, and everything that went wrong."""
+
+    graph: DepGraph
+    diagnostics: tuple[Diagnostic, ...]
+    project: Project
+    digests: Mapping[str, str]
+    calls: CallGraph | None = None  # when asked for (``analyze(..., calls=True)``)
 
 
 class ResultCache:

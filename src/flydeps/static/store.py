@@ -1,9 +1,9 @@
 """Private on-disk stores of the static front-end: JSON documents in
-:mod:`flydeps._memofile` entries, validated field by field.
+:mod:`flydeps.store.memofile` entries, validated field by field.
 
 Contract
 --------
-* Directories and entries are :mod:`flydeps._memofile`'s (re-exported here): a cache
+* Directories and entries are :mod:`flydeps.store.memofile`'s (re-exported here): a cache
   directory goes through :func:`private_dir` (0700, owner checked, one warning and no
   cache when refused); an entry is read back only from a regular file (no symlink
   followed), at most :data:`MAX_ENTRY_BYTES` long, whose header names exactly the kind
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from .._memofile import MAX_ENTRY_BYTES, STORE_FORMAT, private_dir, read_file, unsafe_reason, write_file
+from ..store.memofile import MAX_ENTRY_BYTES, STORE_FORMAT, private_dir, read_file, unsafe_reason, write_file
 
 __all__ = [
     "MAX_ENTRY_BYTES",
@@ -53,7 +53,7 @@ log = logging.getLogger("flydeps.static")
 def read_entry(path: Path, kind: str, key: str) -> Any:
     """The JSON document stored at ``path`` for (``kind``, ``key``); None when missing,
     not a regular file, too large, undecodable, or stored for another kind or key
-    (:func:`flydeps._memofile.read_file`)."""
+    (:func:`flydeps.store.memofile.read_file`)."""
     body = read_file(path, kind, key)
     if body is None:
         return None
