@@ -101,7 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     aot_build = aot_sub.add_parser(
         "build", help="compile every specialization SPEC yields, for each arch, into one shippable directory"
     )
-    aot_build.add_argument("spec", metavar="SPEC", help="package.module:function or path/to/file.py:function")
+    aot_build.add_argument(
+        "spec", metavar="SPEC", nargs="?", help="package.module:function or path/to/file.py:function (or --manifest M)"
+    )
+    aot_build.add_argument(
+        "--manifest", metavar="M", help="build what an AOT manifest lists (flydeps aot record) instead of a SPEC"
+    )
     aot_build.add_argument("--arch", required=True, help="comma-separated arches, e.g. gfx942,gfx950")
     aot_build.add_argument("--out", required=True, metavar="DIR", help="the directory to build into (and reuse)")
     aot_build.add_argument(
@@ -125,6 +130,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     aot_build.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     aot_build.add_argument("-v", "--verbose", action="store_true", help="log what the build does")
+    aot_record = aot_sub.add_parser(
+        "record", help="run a command, appending every specialization its launchers call to an AOT manifest"
+    )
+    aot_record.add_argument(
+        "--manifest",
+        metavar="M",
+        default="aot-manifest.jsonl",
+        help="the manifest to append to (default: ./aot-manifest.jsonl; made when missing)",
+    )
+    aot_record.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run and record")
+    aot_record.set_defaults(paths=[])  # what follows ``--``: the command
+    aot_merge = aot_sub.add_parser("merge", help="merge AOT manifests into one (union, duplicates dropped, checked)")
+    aot_merge.add_argument("inputs", nargs="*", metavar="MANIFEST", help="manifests to merge (at least one)")
+    aot_merge.add_argument("-o", "--output", required=True, metavar="M", help="the merged manifest (may be an input)")
+    aot_merge.set_defaults(paths=[])  # what follows ``--``: more manifests
     aot_list = aot_sub.add_parser("list", help="the specializations a built directory holds (reads only)")
     aot_list.add_argument("dir", metavar="DIR", help="a directory an aot build wrote (its --out)")
     aot_list.add_argument("--format", choices=("text", "json"), default="text")
@@ -132,6 +152,25 @@ def _parser() -> argparse.ArgumentParser:
         "--no-artifacts", action="store_true", help="do not look for each row's FlyDSL artifact (faster)"
     )
     aot_list.add_argument("-v", "--verbose", action="store_true", help="log what the listing does")
+    aot_plan = aot_sub.add_parser(
+        "plan", help="which manifest entries a built directory holds, which the tree invalidates (static; reads only)"
+    )
+    aot_plan.add_argument("--manifest", required=True, metavar="M", help="the AOT manifest (JSON lines) to plan")
+    aot_plan.add_argument("--out", required=True, metavar="DIR", help="the directory an aot build wrote (its --out)")
+    aot_plan.add_argument(
+        "--since", metavar="REV", help="report what the commits since REV (to the working tree) change"
+    )
+    aot_plan.add_argument("--arch", help="comma-separated arches to plan for (default: those DIR holds)")
+    aot_plan.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a source root the launchers' modules are under (repeatable; default: the current directory)",
+    )
+    aot_plan.add_argument("--exit-code", action="store_true", help="exit 1 when anything must be (re)built")
+    aot_plan.add_argument("--format", choices=("text", "json"), default="text")
+    aot_plan.add_argument("-v", "--verbose", action="store_true", help="log what the plan does")
     _add_cache_parser(sub)
     return parser
 
@@ -488,6 +527,10 @@ def _run(argv: list[str]) -> int:
     if args.command == "migrate":
         return _cmd_migrate(args)
     if args.command == "aot":
+        if args.aot_command in ("record", "merge"):
+            return _cmd_aot_record_merge(args)
+        if args.aot_command == "plan":
+            return _cmd_aot_plan(args)
         return _cmd_aot_list(args) if args.aot_command == "list" else _cmd_aot_build(args)
     if args.command == "cache":
         return _cmd_cache(args)
@@ -503,11 +546,34 @@ def _cmd_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     return EXIT_OK
 
 
+def _cmd_aot_plan(args: argparse.Namespace) -> int:
+    """``flydeps aot plan``: the plan on stdout; 1 with --exit-code when anything must be
+    (re)built, 2 on bad input."""
+    try:
+        from flydsl_runtime.aot.plan import run
+    except ImportError as exc:
+        raise _UsageError(f"flydeps aot plan needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}") from None
+    return run(args)
+
+
+def _cmd_aot_record_merge(args: argparse.Namespace) -> int:
+    """``flydeps aot record -- COMMAND`` (the command's exit status) and ``flydeps aot merge``
+    (2 when a line is bad: each named ``file:line``, nothing written)."""
+    try:
+        from flydsl_runtime.aot import record
+    except ImportError as exc:
+        needs = f"flydeps aot {args.aot_command} needs FlyDSL (pip install 'flydeps[flydsl]'): {exc}"
+        raise _UsageError(needs) from None
+    return record.run_record(args) if args.aot_command == "record" else record.run_merge(args)
+
+
 def _cmd_aot_build(args: argparse.Namespace) -> int:
     """``flydeps aot build``: the summary on stdout; 1 when a specialization failed or
     ``--prune`` could not prune."""
     if args.jobs is not None and args.jobs < 1:
         raise _UsageError(f"flydeps aot build: --jobs must be at least 1, got {args.jobs}")
+    if (args.spec is None) == (args.manifest is None):
+        raise _UsageError("flydeps aot build: give SPEC or --manifest M, exactly one of them")
     try:
         from flydsl_runtime.aot.build import BuildInterrupted, SpecError, build
     except ImportError as exc:
@@ -522,6 +588,7 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             executor=args.executor,
             prune=args.prune,
+            manifest=args.manifest,
         )
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None

@@ -193,6 +193,14 @@ SETTINGS: dict[str, Setting] = {
             read="on each launcher miss",
         ),
         Setting(
+            "FLYDEPS_RECORD",
+            "text",
+            "",
+            "a file: every specialization a flydsl_runtime launcher stores an entry for is appended to that AOT "
+            "manifest (JSON lines, once each across processes) for `flydeps aot build --manifest`",
+            read="on each launcher miss",
+        ),
+        Setting(
             "FLYDEPS_INDEX",
             "flag",
             "on",

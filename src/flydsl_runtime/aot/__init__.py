@@ -4,5 +4,10 @@ Contract: :mod:`.build` drives real launchers (local worker processes or a Dask 
 over a list of specializations and writes a shippable directory with its persistent
 index; unchanged entries are skipped, a failed one is reported with its reason and the
 rest still build. :mod:`.archprobe` asks FlyDSL's compiler whether it knows a GPU
-processor name. Above the launcher; the CLI (``flydeps aot``) is its entry point.
+processor name. :mod:`.record` is ``flydeps aot record`` and ``flydeps aot merge`` (a
+command run with ``FLYDEPS_RECORD`` set; manifests united, checked line by line);
+:mod:`.plan` is ``flydeps aot plan``: which entries of a manifest a built directory holds
+and which the working tree, or the commits since a revision, invalidate, from static
+digests and the index only (nothing traced, compiled or imported). Above the launcher; the
+CLI (``flydeps aot``) is its entry point.
 """

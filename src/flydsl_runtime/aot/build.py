@@ -32,6 +32,17 @@ a failed specialization prunes nothing: the row an earlier build made for it may
 only build of it; nor does a spec that gave no specializations (everything would go).
 FlyDSL's ``.lock`` files are left in place (another process may hold one).
 
+``manifest`` instead of ``SPEC``: an AOT manifest (:mod:`flydsl_runtime.persist.manifest`, what
+``FLYDEPS_RECORD`` wrote while a real run called its kernels). Each named entry is one item:
+its launcher resolved by import path (modules imported with the facade installed, as a
+spec's), its arguments rebuilt (tensors as CPU placeholders keyed as the recorded ones), and
+its call made with the entry's code-generation environment, the variables its trace read
+and its compile hints (:func:`flydsl_runtime.persist.manifest.applied`). An entry whose
+launcher cannot be resolved or whose arguments cannot be rebuilt here fails with that
+reason; an ``unnamed`` entry is not built: the summary lists it as skipped with its reason.
+A manifest with a bad line raises :class:`~flydsl_runtime.persist.manifest.ManifestError`
+naming ``file:line`` before any work.
+
 A spec that cannot be loaded or enumerated raises :class:`SpecError` naming ``SPEC`` and
 what to fix, before any work starts, and so does its own exit (``sys.exit``, a
 ``SystemExit``) while it is imported or enumerated; an item whose call exits fails its
@@ -70,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 from flydeps.errors import FlydepsError
 
+from ..persist import manifest as manifests
 from ..persist import strict as aot
 from ..persist.strict import AotMissError
 from . import archprobe
@@ -79,7 +91,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flydsl_runtime")
 
-__all__ = ["BuildInterrupted", "Outcome", "Pruned", "SpecError", "Summary", "build", "load_spec"]
+__all__ = ["BuildInterrupted", "Outcome", "Pruned", "Skipped", "SpecError", "Summary", "build", "load_spec"]
 
 _ARCH_SELECTORS = ("ARCH", "FLYDSL_GPU_ARCH", "HSA_OVERRIDE_GFX_VERSION")
 
@@ -152,6 +164,15 @@ class Pruned:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A manifest entry that is not built: its launcher, ``file:line`` and why (``unnamed``)."""
+
+    launcher: str
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Summary:
     out: Path
     outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
@@ -159,6 +180,7 @@ class Summary:
     # Why the local pool had fewer workers than usable CPUs when --jobs was not given ("": it
     # had one per CPU, or --jobs chose, or Dask ran the build).
     workers: str = ""
+    skipped: tuple[Skipped, ...] = ()
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -170,13 +192,19 @@ class Summary:
     def lines(self) -> list[str]:
         same = sum(1 for o in self.outcomes if o.same_as)
         also = f"; {same} of them the same specialization as another item" if same else ""
+        skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
         head = (
             f"aot build into {self.out}: {self.count('built')} built, {self.count('reused')} reused, "
-            f"{self.count('failed')} failed (of {len(self.outcomes)}{also})"
+            f"{self.count('failed')} failed{skipped} (of {len(self.outcomes)}{also})"
         )
         tail = [self.pruned.line()] if self.pruned is not None else []
         tail += [self.workers] if self.workers else []
-        return [head, *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed), *tail]
+        return [
+            head,
+            *(f"failed: {o.label} [{o.arch}]: {o.error}" for o in self.failed),
+            *(f"skipped: {s.launcher} ({s.where}): {s.reason}" for s in self.skipped),
+            *tail,
+        ]
 
 
 # --- the spec --------------------------------------------------------------------------
@@ -278,14 +306,78 @@ def _src_hint(dotted: str) -> str:
     return ""
 
 
-def _items(spec: str) -> list[tuple[Any, tuple, dict]]:
+@dataclass(frozen=True)
+class _Manifest:
+    """The source of a build from a manifest (a SPEC is its string): what workers enumerate."""
+
+    path: str
+
+
+# What a build enumerates: a SPEC, or a manifest.
+_Source = str | _Manifest
+# One item: (launcher, args, kwargs, the manifest entry whose environment its call runs in).
+_Item = tuple[Any, tuple, dict, "manifests.ManifestEntry | None"]
+
+
+class _Unbuildable:
+    """A manifest entry whose launcher or arguments cannot be made here: calling it raises
+    why, so it fails its specialization with that reason (the build goes on)."""
+
+    def __init__(self, entry: manifests.ManifestEntry, why: str) -> None:
+        self._name = f"{entry.launcher} ({entry.where})"
+        self.why = why
+
+    def __call__(self) -> None:
+        raise ValueError(self.why)
+
+
+def _items(source: _Source) -> list[_Item]:
+    if isinstance(source, _Manifest):
+        return _manifest_items(source.path)[0]
+    return _spec_items(source)
+
+
+def _manifest_items(path: str) -> tuple[list[_Item], list[Skipped]]:
+    """The items of a manifest's named entries, and its unnamed entries (not built)."""
+    import flydsl_runtime
+
+    entries = manifests.read(path)  # ManifestError names every bad line
+    items: list[_Item] = []
+    skipped: list[Skipped] = []
+    flydsl_runtime.install()  # as for a spec: flydsl.compiler.jit in the kernels' modules is ours
+    try:
+        for entry in entries:
+            if entry.unnamed is not None:
+                skipped.append(Skipped(entry.launcher, entry.where, entry.unnamed))
+                continue
+            try:
+                launcher = manifests.resolve(entry.launcher)
+                args = tuple(manifests.decode_value(a) for a in entry.field("args"))
+                kwargs = {k: manifests.decode_value(v) for k, v in entry.field("kwargs").items()}
+            except SystemExit as exc:
+                items.append((_Unbuildable(entry, f"{entry.where}: {_exited(exc)} while imported"), (), {}, None))
+                continue
+            except Exception as exc:  # ValueError from resolve/decode, or what an import raised
+                items.append((_Unbuildable(entry, f"{entry.where}: {exc}"), (), {}, None))
+                continue
+            if not callable(launcher):
+                why = f"{entry.where}: {entry.launcher} is a {type(launcher).__name__}, not a launcher"
+                items.append((_Unbuildable(entry, why), (), {}, None))
+                continue
+            items.append((launcher, args, kwargs, entry))
+    finally:
+        flydsl_runtime.uninstall()
+    return items, skipped
+
+
+def _spec_items(spec: str) -> list[_Item]:
     import flydsl_runtime
 
     fn = load_spec(spec)
     flydsl_runtime.install()  # factories called while enumerating build flydsl_runtime launchers
     try:
         produced = fn()
-        items = []
+        items: list[_Item] = []
         for i, item in enumerate(produced if produced is not None else ()):
             if not isinstance(item, tuple) or len(item) not in (2, 3) or not callable(item[0]):
                 raise SpecError(spec, f"gave item {i} that is not (launcher, args) or (launcher, args, kwargs)")
@@ -293,7 +385,7 @@ def _items(spec: str) -> list[tuple[Any, tuple, dict]]:
             kwargs = rest[0] if rest else {}
             if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
                 raise SpecError(spec, f"gave item {i} whose args are not a tuple (or kwargs not a dict)")
-            items.append((launcher, tuple(args), kwargs))
+            items.append((launcher, tuple(args), kwargs, None))
     except SpecError:
         raise
     except SystemExit as exc:
@@ -318,7 +410,7 @@ def _label(launcher: Any, args: tuple, kwargs: dict) -> str:
 
 # --- workers ---------------------------------------------------------------------------
 
-_worker_items: dict[str, list[tuple[Any, tuple, dict]]] = {}
+_worker_items: dict[_Source, list[_Item]] = {}
 _traces = [0]
 
 
@@ -338,7 +430,7 @@ def _worker_init(out: str) -> None:
         FLYDSL_RUNTIME_ENABLE_CACHE="1",
         FLYDEPS_INDEX="1",
     )
-    for name in ("FLYDEPS_AOT", "FLYDEPS_VERIFY"):
+    for name in ("FLYDEPS_AOT", "FLYDEPS_VERIFY", "FLYDEPS_RECORD"):  # a build records no manifest
         os.environ.pop(name, None)
     real = JitFunction._trace
 
@@ -416,7 +508,7 @@ def _kill_workers() -> None:
             process.kill()
 
 
-def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> Outcome | _Unbuilt:
+def _build_one(spec: _Source, position: int, arch: str, *, probe: bool = False) -> Outcome | _Unbuilt:
     """One (specialization, arch) task of a worker (the spec enumerated once per worker):
     served from the index in the worker, or built in a fork of it (:func:`_in_fork`).
     ``probe``: a call the index refuses, made by one launcher called directly, comes back
@@ -430,8 +522,17 @@ def _build_one(spec: str, position: int, arch: str, *, probe: bool = False) -> O
     items = _worker_items.get(spec)
     if items is None:
         items = _worker_items[spec] = _items(spec)
-    launcher, args, kwargs = items[position]
+    launcher, args, kwargs, entry = items[position]
     label = _label(launcher, args, kwargs)
+    # A manifest entry's environment and hints (inherited by the build fork); a SPEC's: as is.
+    with manifests.applied(entry) if entry is not None else contextlib.nullcontext():
+        return _build_here(position, arch, label, launcher, args, kwargs, probe)
+
+
+def _build_here(
+    position: int, arch: str, label: str, launcher: Any, args: tuple, kwargs: dict, probe: bool
+) -> Outcome | _Unbuilt:
+    """:func:`_build_one`'s task once its item is known: served, refused (probe) or built."""
     if not _FORK:
         return _call(position, arch, label, launcher, args, kwargs)
     try:
@@ -642,7 +743,7 @@ def _pool(executor: str, jobs: int | None, out: Path) -> Iterator[Any]:
 
 
 def build(
-    spec: str,
+    spec: str | None,
     arches: Sequence[str],
     out: Path,
     *,
@@ -650,17 +751,31 @@ def build(
     progress: bool = True,
     executor: str = "local",
     prune: bool = False,
+    manifest: Path | str | None = None,
 ) -> Summary:
-    """Build every specialization of ``spec`` for every arch into ``out`` (module docstring).
-    ``executor``: ``local`` (a process pool of ``jobs`` workers) or ``dask://HOST:PORT`` (the
-    workers of that Dask scheduler, one thread each, sharing ``out``'s file system).
-    ``prune``: then delete from ``out`` the rows and artifacts this build does not use."""
+    """Build every specialization of ``spec`` (or of the AOT ``manifest``: exactly one of
+    them) for every arch into ``out`` (module docstring). ``executor``: ``local`` (a process
+    pool of ``jobs`` workers) or ``dask://HOST:PORT`` (the workers of that Dask scheduler, one
+    thread each, sharing ``out``'s file system). ``prune``: then delete from ``out`` the rows
+    and artifacts this build does not use."""
+    if (spec is None) == (manifest is None):
+        raise ValueError("aot build: give exactly one of SPEC and --manifest M")
     if not arches or any(not a or not a.replace("_", "").isalnum() for a in arches):
         raise ValueError(f"aot build: --arch needs arch names such as gfx942,gfx950, got {','.join(arches)!r}")
     out = out.resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"aot build: --out {out} is not a directory; name a directory to build into (made if missing)")
-    count = len(_items(spec))  # the spec must load and enumerate here, before any work starts
+    # The spec (or manifest) must load and enumerate here, before any work starts.
+    source: _Source
+    skipped: list[Skipped] = []
+    if manifest is not None:
+        source = _Manifest(str(Path(manifest).resolve()))
+        items, skipped = _manifest_items(source.path)
+        count = len(items)
+    else:
+        assert spec is not None
+        source = spec
+        count = len(_items(spec))
     tasks = [(position, arch) for arch in arches for position in range(count)]
     from ..persist import index, sqlitefile
 
@@ -707,7 +822,7 @@ def build(
         with _pool(executor, jobs, out) as pool:
             bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
             try:
-                _run(pool, spec, tasks, out if as_they_end else None, bar, outcomes)
+                _run(pool, source, tasks, out if as_they_end else None, bar, outcomes)
             finally:
                 bar.close()  # before the summary, or the interruption's message
     except KeyboardInterrupt:
@@ -724,11 +839,12 @@ def build(
     pruned = _prune(out, outcomes) if prune else None
     with index.at(out):
         index.compact(vacuum=pruned is not None and pruned.rows > 0)
-    return Summary(out, tuple(sorted(outcomes, key=lambda o: (o.position, o.arch))), pruned, workers)
+    ordered = tuple(sorted(outcomes, key=lambda o: (o.position, o.arch)))
+    return Summary(out, ordered, pruned, workers, tuple(skipped))
 
 
 def _run(
-    pool: Any, spec: str, tasks: Sequence[tuple[int, str]], out: Path | None, bar: Any, outcomes: list[Outcome]
+    pool: Any, spec: _Source, tasks: Sequence[tuple[int, str]], out: Path | None, bar: Any, outcomes: list[Outcome]
 ) -> None:
     """Every task's outcome, appended to ``outcomes`` and its rows written to ``out`` as it
     ends (a build interrupted later, by Ctrl-C or a killed parent, keeps every row made so

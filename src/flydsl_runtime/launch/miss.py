@@ -58,7 +58,7 @@ from flydeps.observe.environ import EnvReads
 from flydeps.observe.environ import write_mark as environ_write_mark
 from flydeps.observe.environ import written_by_others as environ_written_by_others
 
-from ..persist import diskcache, index
+from ..persist import diskcache, index, manifest
 from ..persist import strict as aot
 from ..trace import explain
 from ..trace.argsig import ArgSigner
@@ -160,6 +160,7 @@ class MissPath(DependencyStates):
             extra, pinned, unstored = self._instance_guards(key, bound_self, extra, persistent.self_fp)
             entry = Entry(spelled, traced.compiled, traced.ir_key, state.fingerprint, extra, pinned, reads)
             self._store(owner, key, entry)
+            manifest.note_call(self, bound_self, positional, entry)  # FLYDEPS_RECORD: the first call of this key here
             self._persist(entry, persistent, row, unstored, signer)
         compiled = traced.compiled
         launched = compiled is not None and compiled._call_state is not None
@@ -285,6 +286,7 @@ class MissPath(DependencyStates):
         pinned_self = bound_self if self_fp is not None else None
         entry = Entry(spelled, loaded[0], row.ir_key, state.fingerprint, guards, pinned_self, EnvReads(row.env_reads))
         self._store(owner, key, entry)
+        manifest.note_call(self, bound_self, positional, entry)  # FLYDEPS_RECORD: the first call of this key here
         log.info("%s: loaded from the persistent index, no trace (IR %s)", self._name, row.ir_key[:16])
         return loaded
 

@@ -1,0 +1,279 @@
+"""``flydeps aot plan``: which entries of a manifest a built directory holds and which an
+edit (or the commits since a revision) invalidates, from static digests only.
+
+One real build (``flydeps aot build``, FlyDSL compiles in worker processes) of a copy of the
+realworld example kernels makes the directory; the plan is then computed in this process
+(nothing of the kernels is imported here). The oracle for "which entries an edit
+invalidates" is FlyDSL itself: the same spec built again from the edited copy, whose rows'
+IR keys say which specializations now trace to other IR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flydsl")
+
+from flydeps import cli  # noqa: E402
+from flydsl_runtime.aot import plan as aot_plan  # noqa: E402
+from flydsl_runtime.persist import index  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+SPEC = """
+import torch
+
+from kernels.realworld import norms, quant, softmax, tuned
+
+
+def specializations():
+    x, w = torch.zeros(512), torch.zeros(8)
+    for width in (1, 2):
+        yield norms.rmsnorm, (x, w, x, 256, width)
+    yield norms.layernorm, (x, w, w, x, 256), {"width": 1}
+    yield quant.QUANT.launch, (x, x, 256), {"bias": 0.0}
+    yield tuned.tuned_scale, (x, x, 256)  # reads a tuning table while tracing
+    yield softmax.softmax_w4, (x, x, 256)  # made by a builder (softmax_w4_scaled, by the same one, is not built)
+"""
+
+TENSOR: dict[str, Any] = {"tensor": {"dtype": "float32", "shape": [-1], "stride": [1]}}
+ENTRIES: list[dict[str, Any]] = [
+    {"launcher": "kernels.realworld.norms:rmsnorm", "args": [TENSOR, TENSOR, TENSOR, 256, 1]},
+    {"launcher": "kernels.realworld.norms:rmsnorm", "args": [TENSOR, TENSOR, TENSOR, 256, 2]},
+    {
+        "launcher": "kernels.realworld.norms:layernorm",
+        "args": [TENSOR, TENSOR, TENSOR, TENSOR, 256],
+        "kwargs": {"width": 1},
+    },
+    {"launcher": "kernels.realworld.quant:QUANT.launch", "args": [TENSOR, TENSOR, 256], "kwargs": {"bias": 0.0}},
+    {"launcher": "kernels.realworld.tuned:tuned_scale", "args": [TENSOR, TENSOR, 256]},
+    {"launcher": "kernels.realworld.softmax:softmax_w4", "args": [TENSOR, TENSOR, 256]},
+]
+SCALED = {"launcher": "kernels.realworld.softmax:softmax_w4_scaled", "args": [TENSOR, TENSOR, 256]}
+NORMS = {"kernels.realworld.norms.rmsnorm", "kernels.realworld.norms.layernorm"}
+
+
+def _manifest(path: Path, entries: list[dict]) -> Path:
+    lines = [{"schema": "flydeps.aot-manifest/1"}, *entries]
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines))
+    return path
+
+
+def _source(where: Path) -> Path:
+    """A copy of the realworld kernels (package ``kernels``) and the spec, under ``where``."""
+    (where / "kernels").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "kernels" / "__init__.py", where / "kernels" / "__init__.py")
+    shutil.copytree(EXAMPLES / "kernels" / "realworld", where / "kernels" / "realworld")
+    (where / "spec.py").write_text(SPEC)
+    return where
+
+
+def _build(src: Path, out: Path, cache: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(src), "FLYDEPS_CACHE_DIR": str(cache), "ARCH": "gfx942"}
+    command = [sys.executable, "-m", "flydeps", "aot", "build", f"{src / 'spec.py'}:specializations"]
+    done = subprocess.run(
+        [*command, "--arch", "gfx942", "--out", str(out), "--no-progress"],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _ir_keys(out: Path) -> dict[tuple[str, str], str]:
+    """(launcher, arguments as keyed) -> IR key of each row of a built directory."""
+    found = {}
+    for _key, _reads, launcher, ir_key, _c, _py, detail in index.read_rows(out / index.INDEX_NAME):
+        found[(launcher, json.dumps(json.loads(detail)["args"], sort_keys=True))] = ir_key
+    return found
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the kernels' source as built, the built directory)."""
+    if not os.environ.get("ROCM_PATH"):  # conftest sets it to a usable compile root
+        pytest.fail("no ROCm compile root: run .ci/setup_rocm.sh (installs lld-19 and rocm-device-libs)")
+    base = tmp_path_factory.mktemp("plan")
+    src = _source(base / "src")
+    _build(src, base / "out", base / "cache")
+    return src, base / "out"
+
+
+def _plan(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = aot_plan.run(cli._parser().parse_args(["aot", "plan", *argv]))  # the command's own options
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path}: {old!r} not found"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_nothing_changed_everything_present(built: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    src, out = built
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    code, text, err = _plan(
+        "--manifest", str(manifest), "--out", str(out), "--root", str(src), "--exit-code", capsys=capsys
+    )
+    assert code == 0, text + err
+    assert text.splitlines()[0] == f"aot plan for {out}: 6 present, 0 invalidated, 0 missing (of 6)"
+    # another specialization (width 3), another arch: missing, and the arch named
+    more = _manifest(
+        tmp_path / "more.jsonl", [*ENTRIES, {**ENTRIES[0], "args": [TENSOR, TENSOR, TENSOR, 256, 3]}, SCALED]
+    )
+    code, text, _ = _plan(
+        "--manifest", str(more), "--out", str(out), "--root", str(src), "--arch", "gfx942,gfx950", "--exit-code",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 1
+    lines = text.splitlines()
+    assert lines[0] == f"aot plan for {out}: 6 present, 0 invalidated, 10 missing (of 16)"
+    assert lines[1] == f"arches with no specialization in {out}: gfx950"
+    assert f"missing     kernels.realworld.norms:rmsnorm [gfx942] ({more}:8): no specialization in DIR" in lines
+    # the same builder's other launcher, called the same way: told apart by the builder's arguments
+    assert (
+        f"missing     kernels.realworld.softmax:softmax_w4_scaled [gfx942] ({more}:9): no specialization in DIR"
+        in lines
+    )
+    assert sum("[gfx942]" in line for line in lines) == 2, lines
+    # an env the entry records that the build's trace read otherwise: invalidated by env
+    env = _manifest(tmp_path / "env.jsonl", [{**ENTRIES[0], "environ": {"RW_NORM_PRECISE": "1"}}])
+    code, text, _ = _plan("--manifest", str(env), "--out", str(out), "--root", str(src), "--exit-code", capsys=capsys)
+    assert code == 1
+    assert "os.environ['RW_NORM_PRECISE']: built reading None, manifest '1'" in text
+
+
+def test_a_helper_edit_invalidates_exactly_the_entries_whose_ir_changes(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    src, out = built
+    edited = tmp_path / "src"
+    shutil.copytree(src, edited)
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--exit-code")
+    # a helper no launcher reaches: nothing to rebuild
+    _edit(edited / "kernels/realworld/memops.py", "width={width * 1}", "width={width * 2}")
+    code, text, _ = _plan(*argv, capsys=capsys)
+    assert code == 0, text
+    # a helper the norms reach (inv_std): their IR changes, quant's does not
+    _edit(edited / "kernels/realworld/norms.py", "return fx.rsqrt(var + eps)", "return fx.rsqrt(var + eps + eps)")
+    code, text, _ = _plan(*argv, "--format", "json", capsys=capsys)
+    assert code == 1
+    doc = json.loads(text)
+    assert doc["schema"] == "flydeps.aot-plan/1"
+    stale = {(u["row_launcher"], u["where"]) for u in doc["units"] if u["status"] == "invalidated"}
+    assert doc["counts"] == {"present": 3, "invalidated": 3, "missing": 0}
+    for unit in doc["units"]:
+        if unit["status"] == "invalidated":
+            assert [r["node"] for r in unit["reasons"]] == ["kernels.realworld.norms:inv_std"], unit
+            assert unit["reasons"][0]["location"] == "kernels/realworld/norms.py:20"
+    # the oracle: FlyDSL's IR keys of the same spec built from the edited source
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    assert before.keys() == after.keys()
+    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    assert changed == NORMS
+    assert sum(1 for (launcher, _), ir in before.items() if after[(launcher, _)] != ir) == len(stale) == 3
+    assert {launcher for launcher, _ in stale} == changed
+    code, text, _ = _plan(*argv[:-1], capsys=capsys)
+    assert code == 0  # without --exit-code
+    assert "kernels/realworld/norms.py:20 helper kernels.realworld.norms:inv_std changed since the build" in text
+
+
+def test_a_data_file_the_trace_read_invalidates_its_entries(built: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    """``tuned_scale`` reads ``tuning/gfx942.json`` while tracing (a derived read of the row):
+    an edit of the table invalidates it, and only it, as FlyDSL's IR keys say."""
+    src, out = built
+    table = src / "kernels/realworld/tuning/gfx942.json"
+    saved = table.read_text()
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    try:
+        table.write_text(saved.replace('"scale": 0.5', '"scale": 0.75'))
+        code, text, _ = _plan("--manifest", str(manifest), "--out", str(out), "--root", str(src), capsys=capsys)
+        lines = text.splitlines()
+        assert lines[0] == f"aot plan for {out}: 5 present, 1 invalidated, 0 missing (of 6)", text
+        assert lines[1].startswith(f"invalidated kernels.realworld.tuned:tuned_scale [gfx942] ({manifest}:6): "), text
+        assert str(table) in lines[1] and "since the build" in lines[1], lines[1]
+        _build(src, tmp_path / "out2", tmp_path / "cache")
+        before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+        assert {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir} == {
+            "kernels.realworld.tuned.tuned_scale"
+        }
+    finally:
+        table.write_text(saved)
+
+
+def test_since_a_revision(built: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    src, out = built
+    repo = tmp_path / "repo"
+    shutil.copytree(src, repo)
+
+    def git(*args: str) -> str:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+        env["GIT_COMMITTER_EMAIL"] = "t@t"
+        return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "built")
+    _edit(repo / "kernels/realworld/quant.py", "-self.CLAMP, self.CLAMP", "-self.CLAMP, self.CLAMP * 0.5")
+    git("commit", "-qam", "saturate at half")
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(repo), "--exit-code")
+    code, text, _ = _plan(*argv, "--since", "HEAD", capsys=capsys)
+    assert code == 0, text  # nothing changed between HEAD and the working tree
+    assert text.splitlines()[0] == f"aot plan for {out} since HEAD: 6 present, 0 invalidated, 0 missing (of 6)"
+    code, text, _ = _plan(*argv, "--since", "HEAD~1", capsys=capsys)
+    assert code == 1
+    lines = text.splitlines()
+    assert lines[0] == f"aot plan for {out} since HEAD~1: 5 present, 1 invalidated, 0 missing (of 6)"
+    assert lines[1].startswith("invalidated kernels.realworld.quant:QUANT.launch [gfx942]"), lines
+    assert (
+        "kernels/realworld/quant.py:23 helper kernels.realworld.quant:Fp8Quant.saturate changed since HEAD~1"
+        in lines[1]
+    )
+    code, text, err = _plan(*argv, "--since", "no-such-rev", capsys=capsys)
+    assert code == 2 and "--since no-such-rev" in err and not text
+
+
+def test_bad_inputs_exit_2_naming_the_file(tmp_path: Path, capsys) -> None:
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    missing = tmp_path / "nowhere"
+    code, out, err = _plan("--manifest", str(manifest), "--out", str(missing), "--exit-code", capsys=capsys)
+    assert code == 2 and not out
+    assert err.startswith(f"flydeps aot plan: {missing / index.INDEX_NAME}: no persistent index there"), err
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / index.INDEX_NAME).write_bytes(b"not sqlite at all" * 100)
+    code, out, err = _plan("--manifest", str(manifest), "--out", str(corrupt), capsys=capsys)
+    assert code == 2 and f"{corrupt / index.INDEX_NAME}: not a readable persistent index" in err, err
+    assert (corrupt / index.INDEX_NAME).read_bytes() == b"not sqlite at all" * 100  # left as it was
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(manifest.read_text() + '{"launcher": "kernels.realworld.norms:rmsnorm", "args": 3}\n{oops\n')
+    code, out, err = _plan("--manifest", str(bad), "--out", str(corrupt), capsys=capsys)
+    assert code == 2 and err.startswith(f"flydeps aot plan: {bad}:8: args is int, not a list"), err
+    assert "(and 1 more bad lines)" in err
+    code, out, err = _plan("--manifest", str(tmp_path / "absent.jsonl"), "--out", str(corrupt), capsys=capsys)
+    assert code == 2 and f"{tmp_path / 'absent.jsonl'}: cannot be read" in err, err
+
+
+def test_a_launcher_module_not_under_the_roots_is_bad_input(built: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    """Judging rows against a graph without their code would call them all present."""
+    _src, out = built
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    code, text, err = _plan("--manifest", str(manifest), "--out", str(out), "--root", str(tmp_path), capsys=capsys)
+    assert code == 2 and not text
+    assert err.startswith(f"flydeps aot plan: {manifest}:2: module kernels.realworld.norms of "), err
+    assert "--root DIR" in err
