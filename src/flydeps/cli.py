@@ -589,6 +589,7 @@ def _cmd_aot_build(args: argparse.Namespace) -> int:
             executor=args.executor,
             prune=args.prune,
             manifest=args.manifest,
+            reuse_here=True,  # this process imported nothing of the spec before: its probes are a new worker's
         )
     except (SpecError, ValueError) as exc:
         raise _UsageError(_shown(str(exc))) from None

@@ -12,10 +12,43 @@ docs/runtime.md.
 
 from __future__ import annotations
 
-from ._install import install, installed, uninstall
-from .launch.jit import CacheInfo, Entry, Launcher, jit
-from .launch.verify import StaleArtifactError
-from .trace.argsig import ArgumentSignatureError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._install import install, installed, uninstall
+    from .launch.jit import CacheInfo, Entry, Launcher, jit
+    from .launch.verify import StaleArtifactError
+    from .trace.argsig import ArgumentSignatureError
+
+# The public API by the module defining it, imported on first use (PEP 562): a subpackage
+# that needs neither FlyDSL nor torch (``persist``, as ``flydeps aot list`` uses it) is
+# imported without them.
+_LAZY = {
+    "install": "._install",
+    "installed": "._install",
+    "uninstall": "._install",
+    "CacheInfo": ".launch.jit",
+    "Entry": ".launch.jit",
+    "Launcher": ".launch.jit",
+    "jit": ".launch.jit",
+    "StaleArtifactError": ".launch.verify",
+    "ArgumentSignatureError": ".trace.argsig",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # The facade first, whichever name is asked: importing it installs the hooks every
+    # launcher relies on (FlyDSL's trace recorded, torch's state queries observed), as
+    # importing this package did when it imported its API eagerly.
+    importlib.import_module(".flyc", __name__)
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ArgumentSignatureError",

@@ -142,6 +142,68 @@ def test_build_reuse_and_incremental_rebuild(project: Path) -> None:
     assert len(_rows(out)) == 10
 
 
+# `flydeps aot build` in a process where starting a worker pool or probing the compiler
+# raises: a rebuild with nothing to build must need neither.
+_NO_WORKERS = """
+import sys
+
+from flydsl_runtime.aot import archprobe, build
+
+
+def refused(what):
+    def call(*args, **kwargs):
+        raise AssertionError(what)
+
+    return call
+
+
+build._pool = refused("started a worker pool")
+build.local_workers = refused("sized a worker pool")
+archprobe.unknown_arches = refused("probed the compiler")
+from flydeps.cli import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_rebuild_with_nothing_to_build_starts_no_worker_and_an_edit_still_rebuilds(project: Path) -> None:
+    """The command decides in its own process what OUT already serves: with every row there,
+    no pool, no worker, no compiler probe; after a helper edit the specializations reaching it
+    are not taken as served (the pool is needed, and builds exactly them)."""
+    env = dict(os.environ)  # PYTHONPATH: the project (the fixture)
+    out = project / "out"
+    args = ["aot", "build", f"{project / 'spec.py'}:specializations", "--arch", "gfx942,gfx950", "--out", str(out)]
+    args += ["--no-progress"]
+
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=600, env=env)
+
+    first = run(sys.executable, "-m", "flydeps")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stdout.strip() == f"aot build into {out}: 8 built, 0 reused, 0 failed (of 8)"
+    rows = _rows(out)
+    again = run(sys.executable, "-c", _NO_WORKERS)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.strip() == f"aot build into {out}: 0 built, 8 reused, 0 failed (of 8)"
+    assert _rows(out) == rows
+    helpers = next(project.glob("fdkaot_*")) / "reduce_helpers.py"
+    helpers.write_text(helpers.read_text().replace("return acc + x", "return acc - x"))
+    needs_workers = run(sys.executable, "-c", _NO_WORKERS)
+    refused = ("started a worker pool", "sized a worker pool", "probed the compiler")
+    assert needs_workers.returncode != 0 and any(w in needs_workers.stderr for w in refused), needs_workers.stdout
+    edited = run(sys.executable, "-m", "flydeps")
+    assert edited.returncode == 0, edited.stderr[-2000:]
+    assert edited.stdout.strip() == f"aot build into {out}: 2 built, 6 reused, 0 failed (of 8)"
+    assert len(_rows(out)) == 10
+    done = run(sys.executable, "-c", _NO_WORKERS)  # and then nothing is left to build again
+    assert done.stdout.strip() == f"aot build into {out}: 0 built, 8 reused, 0 failed (of 8)", done.stderr[-2000:]
+    next((out / "flydsl").rglob("*.pkl")).unlink()  # a row whose artifact is gone does not serve
+    lost = run(sys.executable, "-c", _NO_WORKERS)
+    assert lost.returncode != 0 and any(w in lost.stderr for w in refused), lost.stdout
+    rebuilt = run(sys.executable, "-m", "flydeps")
+    assert rebuilt.stdout.strip() == f"aot build into {out}: 1 built, 7 reused, 0 failed (of 8)", rebuilt.stderr
+
+
 def test_items_giving_one_specialization_build_it_once(project: Path) -> None:
     """A spec that calls one launcher with tensors of several sizes (as AOT scripts iterate
     over shapes) gives one specialization: FlyDSL traces it once, and the other items are
@@ -446,6 +508,49 @@ def test_aot_list_names_every_shipped_specialization_and_missing_artifacts(proje
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     assert (project / "junk" / index.INDEX_NAME).read_bytes() == b"not sqlite"  # left as it was
     assert (project / "a_file").read_text() == "kept\n"
+
+
+# `flydeps aot list` in a process that says, after the listing, which of FlyDSL and torch it imported.
+_LIST_SAYING_IMPORTS = """
+import sys
+
+from flydeps.cli import main
+
+code = main(sys.argv[1:])
+print("imported:", sorted(m for m in ("flydsl", "torch") if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def test_aot_list_reads_the_toolchain_back_without_importing_flydsl_or_torch(project: Path) -> None:
+    """The build remembers its toolchain key in DIR's index: a listing reads it back by the
+    digest of FlyDSL's files (named without importing FlyDSL, its ROCm root asked of its C
+    API library) and imports neither FlyDSL nor torch; each row's artifact is judged as
+    with the key FlyDSL computes (a deleted one is missing). An index that does not
+    remember the toolchain: FlyDSL computes it, with the same listing."""
+    out = project / "out"
+    build(f"{project / 'spec.py'}:specializations", ["gfx942"], out, jobs=2, progress=False)
+    gone = next((out / "flydsl").rglob("*.pkl"))
+    gone.unlink()
+    present = {p.stem for p in (out / "flydsl").rglob("*.pkl")}
+    toolchain = index._compute_toolchain_key()
+    rows = sqlite3.connect(out / index.INDEX_NAME).execute("SELECT ir_key FROM specializations").fetchall()
+    expected = sorted(index.disk_key_with(toolchain, ir_key) in present for (ir_key,) in rows)
+    assert expected.count(False) == 1 and len(expected) == 4
+    command = [sys.executable, "-c", _LIST_SAYING_IMPORTS, "aot", "list", "--format", "json", str(out)]
+
+    def listed(**env: str) -> tuple[list[bool], str]:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+        assert done.returncode == 1, done.stderr[-2000:]  # 1: an artifact is missing
+        *document, said = done.stdout.strip().splitlines()
+        return sorted(entry["artifact"] for entry in json.loads("\n".join(document))), said
+
+    assert listed() == (expected, "imported: []")
+    with sqlite3.connect(out / index.INDEX_NAME) as conn:
+        conn.execute("DELETE FROM toolchains")
+    empty = project / "empty-cache"
+    empty.mkdir(mode=0o700)
+    assert listed(FLYDEPS_CACHE_DIR=str(empty)) == (expected, "imported: ['flydsl', 'torch']")
 
 
 def test_failures_are_reported_and_bad_specs_refused(project: Path) -> None:

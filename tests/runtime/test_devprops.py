@@ -20,6 +20,7 @@ import simulated_device  # noqa: E402
 import torch  # noqa: E402
 from test_trace_inputs import _args, check  # noqa: E402
 
+import flydsl_runtime.flyc  # noqa: E402,F401  (its import installs the hooks: torch's function wrapped)
 from flydeps.observe import environ as _environ  # noqa: E402
 from flydsl_runtime.trace import devprops  # noqa: E402
 

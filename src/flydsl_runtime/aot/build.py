@@ -22,6 +22,16 @@ wait for that build and are reused, served by its row. Workers never
 write the index: the rows they would add come back to the parent, the only writer. ``OUT``
 is then what a runtime points ``FLYDEPS_CACHE_DIR`` and ``FLYDSL_RUNTIME_CACHE_DIR`` at.
 
+With ``reuse_here`` (the command's), the parent first asks ``OUT``'s index itself, as a
+worker's probe asks it, which (specialization, arch) pairs it already serves: those are
+*reused* there, and only the rest needs the compiler's arch probes, the linker check and
+the pool, none of which starts when nothing is left (a rebuild with nothing to build is the
+command's imports, the spec's enumeration and one strict probe per pair). Only an exact
+hit of one flydsl_runtime launcher's call is taken: anything else goes to the workers as
+before. A library caller holding modules imported before an edit would key the old code,
+so it is off by default; so it is with Dask (its workers' FlyDSL toolchain, which names the
+artifacts, may not be this process's).
+
 With ``prune``, once every specialization was built or reused, ``OUT`` keeps only what this
 build uses: the index rows its specializations were served from or wrote, and the FlyDSL
 artifacts (``OUT/flydsl/<function>/<disk key>.pkl``) those rows were loaded from or written
@@ -513,12 +523,7 @@ def _build_one(spec: _Source, position: int, arch: str, *, probe: bool = False) 
     served from the index in the worker, or built in a fork of it (:func:`_in_fork`).
     ``probe``: a call the index refuses, made by one launcher called directly, comes back
     as :class:`_Unbuilt` instead of being built."""
-    for name in _ARCH_SELECTORS:
-        os.environ.pop(name, None)
-    # ARCH picks the target; FLYDSL_GPU_ARCH is what FlyDSL's get_rocm_arch() answers (buffer
-    # ops and s_waitcnt encode for it, and without it a host without that GPU answers its own
-    # or gfx942): the arch a runtime on that GPU detects, so the row holds there.
-    os.environ["ARCH"] = os.environ["FLYDSL_GPU_ARCH"] = arch
+    _select_arch(arch)
     items = _worker_items.get(spec)
     if items is None:
         items = _worker_items[spec] = _items(spec)
@@ -527,6 +532,89 @@ def _build_one(spec: _Source, position: int, arch: str, *, probe: bool = False) 
     # A manifest entry's environment and hints (inherited by the build fork); a SPEC's: as is.
     with manifests.applied(entry) if entry is not None else contextlib.nullcontext():
         return _build_here(position, arch, label, launcher, args, kwargs, probe)
+
+
+def _select_arch(arch: str) -> None:
+    """This process's environment set to build for ``arch``."""
+    for name in _ARCH_SELECTORS:
+        os.environ.pop(name, None)
+    # ARCH picks the target; FLYDSL_GPU_ARCH is what FlyDSL's get_rocm_arch() answers (buffer
+    # ops and s_waitcnt encode for it, and without it a host without that GPU answers its own
+    # or gfx942): the arch a runtime on that GPU detects, so the row holds there.
+    os.environ["ARCH"] = os.environ["FLYDSL_GPU_ARCH"] = arch
+
+
+# What :func:`_worker_init` and :func:`_select_arch` set or remove: saved and put back around
+# the parent's own probes (:func:`_served_here`).
+_WORKER_ENV = (
+    "COMPILE_ONLY",
+    "FLYDEPS_CACHE_DIR",
+    "FLYDSL_RUNTIME_CACHE_DIR",
+    "FLYDSL_RUNTIME_ENABLE_CACHE",
+    "FLYDEPS_INDEX",
+    "FLYDEPS_AOT",
+    "FLYDEPS_VERIFY",
+    "FLYDEPS_RECORD",
+    *_ARCH_SELECTORS,
+)
+
+
+@contextmanager
+def _as_worker(out: Path) -> Iterator[None]:
+    """This process set up as a build worker is (:func:`_worker_init`: its environment, its
+    trace counter), and put back as it was on leaving."""
+    from flydsl.compiler.jit_function import JitFunction
+
+    saved = {name: os.environ.get(name) for name in _WORKER_ENV}
+    real = JitFunction.__dict__["_trace"]
+    try:
+        _worker_init(str(out))
+        yield
+    finally:
+        JitFunction._trace = real  # type: ignore[method-assign]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _served_here(items: Sequence[_Item], tasks: Sequence[tuple[int, str]], out: Path) -> list[Outcome]:
+    """The tasks ``out``'s index serves, asked in this process as a worker's probe asks
+    (:func:`_call` with ``reuse_only``: strict, refused before any trace), with the
+    environment a worker has. Asked only of an item that is one flydsl_runtime launcher's
+    call (plain or bound to an instance): its probe traces nothing, so this process stays as
+    a worker starts, the spec enumerated and nothing traced, and every later probe keys as
+    a worker's would. Anything else, a refusal, an error or a trace, leaves the task to the
+    workers, which decide it as before: only an exact hit is taken here. Nothing is
+    written: the rows served are already there. With no index in ``out``: nothing served."""
+    from ..launch.jit import launcher_of
+    from ..persist import index
+
+    if not tasks or not (out / index.INDEX_NAME).is_file():
+        return []
+    served: list[Outcome] = []
+    selected = None
+    with _as_worker(out):
+        for position, arch in tasks:
+            launcher, args, kwargs, entry = items[position]
+            if isinstance(launcher, _Unbuildable) or launcher_of(launcher) is None:
+                continue
+            if arch != selected:  # (set again, the environment's version would move: every key re-read)
+                _select_arch(selected := arch)
+            label = _label(launcher, args, kwargs)
+            before = _traces[0]
+            try:
+                with manifests.applied(entry) if entry is not None else contextlib.nullcontext():
+                    outcome = _call(position, arch, label, launcher, args, kwargs, reuse_only=True)
+            except AotMissError:
+                continue
+            if _traces[0] != before:  # not a worker's state any more: the workers ask the rest
+                break
+            if outcome.status == "reused":
+                served.append(outcome)
+    log.info("aot build: %d of %d served by %s as it is", len(served), len(tasks), out)
+    return served
 
 
 def _build_here(
@@ -752,12 +840,16 @@ def build(
     executor: str = "local",
     prune: bool = False,
     manifest: Path | str | None = None,
+    reuse_here: bool = False,
 ) -> Summary:
     """Build every specialization of ``spec`` (or of the AOT ``manifest``: exactly one of
     them) for every arch into ``out`` (module docstring). ``executor``: ``local`` (a process
     pool of ``jobs`` workers) or ``dask://HOST:PORT`` (the workers of that Dask scheduler, one
     thread each, sharing ``out``'s file system). ``prune``: then delete from ``out`` the rows
-    and artifacts this build does not use."""
+    and artifacts this build does not use. ``reuse_here``: this process asks ``out``'s index
+    itself which items it serves (:func:`_served_here`), starting no worker when it serves
+    them all; exact only in a process that imported the spec's modules in this call (the
+    command's), not one holding modules imported before an edit (a library caller's)."""
     if (spec is None) == (manifest is None):
         raise ValueError("aot build: give exactly one of SPEC and --manifest M")
     if not arches or any(not a or not a.replace("_", "").isalnum() for a in arches):
@@ -775,10 +867,17 @@ def build(
     else:
         assert spec is not None
         source = spec
-        count = len(_items(spec))
+        items = _items(spec)
+        count = len(items)
     tasks = [(position, arch) for arch in arches for position in range(count)]
     from ..persist import index, sqlitefile
 
+    # What OUT's index already serves is asked here, in this process, as a worker asks it
+    # (:func:`_served_here`): only the rest needs the compiler probes, the pool and its workers.
+    # Not for Dask: its workers may have another FlyDSL toolchain, whose artifacts are not these.
+    served = _served_here(items, tasks, out) if reuse_here and executor == "local" else []
+    done = {(o.position, o.arch) for o in served}
+    tasks = [t for t in tasks if t not in done]
     if executor == "local" and tasks:
         problem = index.linker_problem()  # else every specialization fails alike, each with MLIR's bare words
         if problem is not None:
@@ -813,18 +912,22 @@ def build(
     as_they_end = executor == "local" and not sqlitefile.on_network_fs(out)
     with index.at(out):
         index.mark_built()  # a shipped directory: runtime processes writing there never trim it
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome] = list(served)
     workers = ""
-    if executor == "local" and jobs is None:
+    if executor == "local" and jobs is None and tasks:
         jobs, workers = local_workers(len(tasks))
         log.info("aot build: %d local worker(s)", jobs)
     try:
-        with _pool(executor, jobs, out) as pool:
-            bar = tqdm(total=len(tasks), desc="aot build", unit="spec", disable=not progress, file=sys.stderr)
-            try:
-                _run(pool, source, tasks, out if as_they_end else None, bar, outcomes)
-            finally:
-                bar.close()  # before the summary, or the interruption's message
+        if tasks:  # nothing left: no pool, no worker started
+            with _pool(executor, jobs, out) as pool:
+                total, initial = len(tasks) + len(served), len(served)
+                bar = tqdm(
+                    total=total, initial=initial, desc="aot build", unit="spec", disable=not progress, file=sys.stderr
+                )
+                try:
+                    _run(pool, source, tasks, out if as_they_end else None, bar, outcomes)
+                finally:
+                    bar.close()  # before the summary, or the interruption's message
     except KeyboardInterrupt:
         kept = sum(len(o.rows) for o in outcomes) if as_they_end else None
         raise BuildInterrupted(out, kept) from None

@@ -80,7 +80,7 @@ from flydsl._mlir import ir
 from flydsl.compiler.jit_function import CompiledFunction, JitFunction
 from flydsl.compiler.kernel_function import CompilationContext, merge_compile_hints
 
-from flydeps import register_unwrapper, settings
+from flydeps import Guard, register_unwrapper, settings
 from flydeps.builds.drift import DriftPolicy, check_policy
 from flydeps.graph import NodeKind
 from flydeps.keys.fingerprint import Fingerprint, fingerprint_roots
@@ -93,6 +93,7 @@ from ..trace.binder import ArgBinder
 from ..trace.debuginfo import positions_in_ir
 from ..trace.envkey import env_key, paths_configured
 from ..trace.target import device_id_reader, resolved_target
+from .hooks import ensure_hooks
 from .miss import MissPath
 from .records import CacheInfo, Entry, OwnerState, usable, why_unusable
 from .verify import checked_hit
@@ -307,6 +308,7 @@ class Launcher(MissPath, _WarmBase):  # type: ignore[misc,valid-type]
     def __init__(self, jit_function: JitFunction, *, on_drift: str = "raise") -> None:
         if not isinstance(jit_function, JitFunction):
             raise TypeError(f"Launcher wraps a flydsl JitFunction, got {type(jit_function).__name__}")
+        ensure_hooks()  # (flyc's import installs them; a launcher made through this module alone needs them too)
         self._on_drift: DriftPolicy = check_policy(on_drift, "Launcher")
         self._jf = jit_function
         self._name = f"{jit_function.func.__module__}.{jit_function.func.__qualname__}"
@@ -328,6 +330,9 @@ class Launcher(MissPath, _WarmBase):  # type: ignore[misc,valid-type]
         self._hits = 0
         self._misses = 0
         self._verify_counts: dict[tuple, int] = {}  # key -> hits counted by FLYDEPS_VERIFY=<fraction>
+        # id(instance) -> (instance, its state's fingerprint, that fingerprint's guard): bound
+        # instances keyed by their state, reused while the guard holds (MissPath._instance_state)
+        self._instances: dict[int, tuple[object, Fingerprint, Guard]] = {}
         functools.update_wrapper(self, jit_function.func)
         # A launcher replacing one of the same name (``importlib.reload`` of its module, a
         # notebook cell run again): the states the old one traced for, to say what changed.

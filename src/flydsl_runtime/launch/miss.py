@@ -71,6 +71,9 @@ __all__ = ["MissPath"]
 
 log = logging.getLogger("flydsl_runtime")
 
+# Bound instances whose state fingerprint a launcher keeps (MissPath._instance_state).
+_INSTANCES_KEPT = 16
+
 
 class _Persistent(NamedTuple):
     """A call's key in the persistent index: ``key`` (None: not persistable, ``why_not``),
@@ -110,6 +113,7 @@ class MissPath(DependencyStates):
     _hits: int
     _misses: int
     _verify_counts: dict[tuple, int]
+    _instances: dict[int, tuple[object, Fingerprint, Guard]]
 
     def _miss(
         self,
@@ -282,7 +286,7 @@ class MissPath(DependencyStates):
         # An instance keyed by its state in the row, by identity here: its state,
         # as the row's key read it, must still hold on a hit (as after a trace).
         self_fp = persistent.self_fp
-        guards = (*extra, self_fp.guard()) if self_fp is not None else extra
+        guards = (*extra, self._instance_state(bound_self)[1]) if self_fp is not None else extra
         pinned_self = bound_self if self_fp is not None else None
         entry = Entry(spelled, loaded[0], row.ir_key, state.fingerprint, guards, pinned_self, EnvReads(row.env_reads))
         self._store(owner, key, entry)
@@ -384,8 +388,8 @@ class MissPath(DependencyStates):
         if pinned is not None:
             # Keyed by identity: what the trace read of the instance's own state (its
             # attributes, as they stand now the trace finished) must still hold on a hit.
-            after_self = fingerprint(pinned)
-            extra = (*extra, after_self.guard())
+            after_self, after_guard = self._instance_state(pinned)  # walked again if the trace wrote to it
+            extra = (*extra, after_guard)
             if self_fp is not None and after_self.digest != self_fp.digest:
                 # The row would be keyed by the state before the trace; a process that
                 # loads it would not have the trace's writes to the instance.
@@ -446,12 +450,32 @@ class MissPath(DependencyStates):
         keyed = state.key_fingerprint  # its digest is described[0] (or source positions: not persisted)
         self_fp = None
         if described[5] is not None and not hasattr(type(bound_self), "__cache_signature__"):
-            self_fp = fingerprint(bound_self)
+            self_fp = self._instance_state(bound_self)[0]
             if self_fp.identified:
                 return _Persistent(None, _identified_reason(_identified_attributes(bound_self)))
             described = (*described[:5], (type(bound_self), f"state {self_fp.digest}"))
         key, why_not = index.key_or_reason(self._name, described)
         return _Persistent(key, why_not, described, self_fp, bound_self if self_fp is not None else None, keyed)
+
+    def _instance_state(self, instance: object) -> tuple[Fingerprint, Guard]:
+        """The fingerprint of a bound ``instance`` keyed by its state, and its guard: taken
+        once, then reused while the guard holds (the same identity checks a warm call makes
+        of a launcher's own state: any attribute rebound, any container within the snapshot
+        bound edited in place, its class swapped or edited fails it, and it is taken again).
+        A serving process calling an instance's launcher with many specializations, and the
+        one-probe-per-pair of ``flydeps aot build``, walk the instance once, not per miss.
+        The last :data:`_INSTANCES_KEPT` instances are kept (alive: their entries pin them
+        anyway)."""
+        kept = self._instances.get(id(instance))
+        if kept is not None and kept[0] is instance and kept[2].check():
+            return kept[1], kept[2]
+        state = fingerprint(instance)
+        guard = state.guard()
+        self._instances.pop(id(instance), None)
+        if len(self._instances) >= _INSTANCES_KEPT:
+            del self._instances[next(iter(self._instances))]  # the oldest
+        self._instances[id(instance)] = (instance, state, guard)
+        return state, guard
 
     def _on_disk(self, ir_key: str) -> bool:
         """FlyDSL wrote the artifact of ``ir_key`` to its disk cache (what a row may point to)."""

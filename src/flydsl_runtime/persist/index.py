@@ -945,16 +945,17 @@ def _rocm_root_function() -> Callable[[], bytes] | None:
     return None
 
 
-def _ctypes_string_ref(path: str, symbol: str) -> Callable[[], bytes] | None:
-    """``MlirStringRef symbol(void)`` of the library at ``path`` (if already loaded) through
-    ctypes, as a function returning its bytes; None where it is not loaded or lacks it."""
+def _ctypes_string_ref(path: str, symbol: str, *, load: bool = False) -> Callable[[], bytes] | None:
+    """``MlirStringRef symbol(void)`` of the library at ``path`` (if already loaded, or with
+    ``load`` loaded now) through ctypes, as a function returning its bytes; None where it is
+    not loaded or lacks it."""
     import ctypes
 
     class StringRef(ctypes.Structure):  # MLIR's C API MlirStringRef: {const char *data; size_t length}
         _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
 
     try:  # RTLD_NOLOAD: only the copy this process already runs, never a second one
-        library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        library = ctypes.CDLL(path, mode=os.RTLD_LAZY if load else os.RTLD_NOLOAD | os.RTLD_LAZY)
         function = getattr(library, symbol)
     except (OSError, AttributeError):
         return None
@@ -1052,6 +1053,70 @@ def _compute_toolchain_key() -> str:
     from flydsl.compiler import jit_function as fjf
 
     return getattr(fjf._flydsl_key, "__flydeps_original__", fjf._flydsl_key)()
+
+
+def toolchain_key_read_only(path: Path) -> str:
+    """:func:`toolchain_key` for a reader (``flydeps aot list``): read back from the index
+    file ``path`` or the user cache directory's, never written, and without importing FlyDSL
+    (nor torch, which it imports) where :func:`_toolchain_place_unimported` can name its
+    place; else, or when no index remembers it, FlyDSL's own, computed."""
+    place = _toolchain_place() if "flydsl" in sys.modules else _toolchain_place_unimported()
+    files = _toolchain_files(place) if place is not None else None
+    if files is not None:
+        for store in dict.fromkeys((path, *_toolchain_stores())):
+            try:
+                conn = sqlitefile.open_read_only(store)
+                try:
+                    found = conn.execute("SELECT flydsl_key FROM toolchains WHERE files = ?", (files,)).fetchone()
+                finally:
+                    conn.close()
+            except Exception:  # not there, or unreadable: the next store, or FlyDSL computes it
+                continue
+            if found is not None:
+                return str(found[0])
+    return _compute_toolchain_key()
+
+
+# FlyDSL's settings that make its toolchain key read more than its package and the ROCm
+# bitcode (extra source directories, an external LLVM, another backend).
+_TOOLCHAIN_SETTINGS = ("FLYDSL_EXTRA_SOURCE_DIRS", "FLYDSL_COMPILE_LLVM_DIR", "FLYDSL_COMPILE_BACKEND")
+
+
+def _toolchain_place_unimported() -> tuple[str, str, str] | None:
+    """:func:`_toolchain_place` in a process that has not imported FlyDSL: its package
+    found (not run), its version from its installed metadata, the ROCm root asked of its C
+    API library (loaded by path: the function ``import flydsl`` would call). None where any
+    of it cannot be told that way, or a setting makes the key read more. A place named
+    wrongly only misses (its digest is not the one a FlyDSL process remembered), unless its
+    ROCm root differs from FlyDSL's, which asking FlyDSL's own function rules out."""
+    import importlib.util
+
+    if any(os.environ.get(name, "").strip() for name in _TOOLCHAIN_SETTINGS[:2]):
+        return None
+    if os.environ.get(_TOOLCHAIN_SETTINGS[2], "rocm").strip().lower() not in ("", "rocm") or os.name != "posix":
+        return None
+    try:
+        spec = importlib.util.find_spec("flydsl")
+        flydsl_version = version("flydsl")
+    except (ImportError, ValueError, PackageNotFoundError):
+        return None
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None
+    package = _package_dir(spec.origin)
+    libs = os.path.join(package, "_mlir", "_mlir_libs")
+    try:
+        names = sorted(n for n in os.listdir(libs) if n.startswith("libFlyPythonCAPI.so"))
+    except OSError:
+        return None
+    root = None
+    for name in names:
+        function = _ctypes_string_ref(os.path.join(libs, name), _ROCM_ROOT_SYMBOL, load=True)
+        if function is not None:
+            root = function().decode("utf-8", "surrogateescape")
+            break
+    if not root:
+        return None
+    return package, flydsl_version, os.path.join(root, "amdgcn", "bitcode")
 
 
 def toolchain_key() -> str:

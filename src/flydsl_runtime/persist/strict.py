@@ -41,8 +41,6 @@ from flydeps.errors import FlydepsError
 from flydeps.observe import environ as _environ
 from flydeps.observe.environ import DERIVED
 
-from ..trace import explain
-
 __all__ = ["AotMissError", "BadRow", "Listing", "Shipped", "differences", "listing", "probing", "shipped", "strict"]
 
 log = logging.getLogger("flydsl_runtime")
@@ -220,6 +218,8 @@ def differences(
     for name, value in shipped_reads:
         read_now = _environ.current(name) if name.startswith(DERIVED) else environ.get(name)
         if read_now != value:
+            from ..trace import explain  # imports FlyDSL (its environment lists): not for a listing
+
             reasons.append(explain.env_read_change(name, value, read_now, by="the shipped trace"))
     if shipped.get("hints") != now.get("hints"):
         reasons.append(f"compile hints {_text(shipped.get('hints'))} -> {_text(now.get('hints'))}")
@@ -311,7 +311,9 @@ def listing(directory: Path, *, check_artifacts: bool = True) -> Listing:
     artifact as a runtime with *this* FlyDSL would (its disk key namespaces the IR key by
     the current toolchain; the artifact in ``directory/flydsl/<function>/``); one missing
     for it but there for another toolchain the index remembers (the build's, listed from a
-    shell with another ``ROCM_PATH``) is ``other_toolchain``. Reads only: no row, artifact
+    shell with another ``ROCM_PATH``) is ``other_toolchain``. The toolchain key is read back
+    from the index (:func:`.index.toolchain_key_read_only`), so a listing imports neither
+    FlyDSL nor torch where the build remembered it. Reads only: no row, artifact
     or toolchain entry is written (SQLite may create its ``-shm``/``-wal`` side files beside
     the index, as any reader of a WAL-mode database does, and removes them when it can).
     Raises :class:`.index.IndexReadError` naming the file when there is no readable index."""
@@ -325,7 +327,7 @@ def listing(directory: Path, *, check_artifacts: bool = True) -> Listing:
     toolchain = ""
     others: list[str] = []
     if check_artifacts:
-        toolchain = index._compute_toolchain_key()  # FlyDSL's own, not remembered in any index: no write
+        toolchain = index.toolchain_key_read_only(path)  # FlyDSL's own; nothing written
         present = {p.stem for p in (Path(directory) / "flydsl").glob("*/*.pkl")}
         others = [k for k in index.read_toolchain_keys(path) if k != toolchain]
     out, bad = [], []

@@ -1,0 +1,78 @@
+"""A launcher bound to an instance whose class has no ``__cache_signature__`` is keyed across
+processes by the instance's state: its fingerprint, taken on a miss. A serving process (and
+``flydeps aot build``'s probes) calls one instance's launcher with many specializations: the
+instance is walked once and its fingerprint reused while its guard holds; any change of its
+state (an attribute rebound, a container in it edited in place, its class swapped)
+walks it again. The oracle of every key is a fresh walk of the instance made by the test at
+that call (``flydeps.fingerprint``), never the launcher's own bookkeeping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flydsl")
+
+import torch  # noqa: E402
+
+import flydeps  # noqa: E402
+from flydsl_runtime.launch import miss  # noqa: E402
+from flydsl_runtime.persist import index  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("compile_only")
+
+
+def test_an_instance_is_walked_once_while_its_guard_holds_and_again_after_any_change(
+    fdk, traces: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(tmp_path / "cache" / "flydsl"))
+    monkeypatch.setenv("FLYDSL_RUNTIME_ENABLE_CACHE", "1")
+    bound = fdk.module("bound")
+    instance = bound.Quant(factor=2)
+    walked: list[object] = []  # the instances the miss path fingerprinted
+    real_fingerprint = miss.fingerprint
+
+    def counting(obj: object, **kwargs: object) -> flydeps.Fingerprint:
+        if obj is instance:
+            walked.append(obj)
+        return real_fingerprint(obj, **kwargs)  # type: ignore[arg-type]
+
+    keyed: list[object] = []  # the instance's part of each persistent key
+    real_key = index.key_or_reason
+
+    def noting(name: str, described: tuple) -> tuple:
+        keyed.append(described[5][1])
+        return real_key(name, described)
+
+    monkeypatch.setattr(miss, "fingerprint", counting)
+    monkeypatch.setattr(index, "key_or_reason", noting)
+
+    def call(dtype: torch.dtype) -> str:
+        """One call of a new specialization; the state a fresh walk of the instance gives now."""
+        tensors = [torch.zeros(256, dtype=dtype) for _ in range(3)]
+        instance.launch(*tensors, 256)
+        return f"state {flydeps.fingerprint(instance).digest}"
+
+    states = [call(torch.float32), call(torch.float16), call(torch.int32)]
+    assert len(traces) == 3 and len(walked) == 1  # three specializations, one walk
+    assert keyed == states and len(set(states)) == 1
+
+    instance.factor = 3  # an attribute rebound
+    states.append(call(torch.float32))
+    assert len(walked) == 2 and keyed[-1] == states[-1] != states[0]
+    states.append(call(torch.float16))
+    assert len(walked) == 2 and keyed[-1] == states[-1]
+
+    instance.memo["seen"] = 1  # a container of its state edited in place
+    states.append(call(torch.int32))
+    assert len(walked) == 3 and keyed[-1] == states[-1] not in states[:-1]
+
+    class Scaled(bound.Quant):  # type: ignore[name-defined]  # its class swapped for a subclass
+        pass
+
+    instance.__class__ = Scaled
+    states.append(call(torch.float32))
+    assert len(walked) == 4 and keyed[-1] == states[-1] not in states[:-1]
+    assert len(traces) == 7
