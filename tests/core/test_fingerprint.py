@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import typing
 
 import flydeps
 from flydeps import NodeKind
@@ -126,6 +127,11 @@ IDENTITY_CASES = {
     "object without state": _Slotted,
     "in a tuple": lambda: (1, _Slotted()),
     "annotation": _Slotted,  # an object with no state as an annotation (see _twin_readers)
+    # PEP 604 and PEP 585 annotations, new objects each time (FlyDSL's flash-attention traits
+    # dataclass has ``SM_SCALE: float | None``: its generated __init__ was digested by identity)
+    "annotation: union": lambda: int | None,
+    "annotation: generic alias": lambda: tuple[int, ...],
+    "annotation: typing": lambda: typing.Optional[typing.List[int]],  # noqa: UP006,UP045
     "small list": lambda: [1, 2, 3],
     "dict": lambda: {"a": 1, "b": (2.5, "x")},
     "user object": _Stateful,
@@ -138,7 +144,7 @@ def _twin_readers(case: str) -> tuple:
     out = []
     for _ in range(2):
         ns: dict = {"__name__": "probe_identified"}
-        if case == "annotation":
+        if case.startswith("annotation"):
             ns["MARK"] = IDENTITY_CASES[case]()
             # dont_inherit: this file's ``from __future__ import annotations`` would make it a string
             exec(compile("def reader(x: MARK):\n    return x\n", "<probe>", "exec", dont_inherit=True), ns)  # noqa: S102
@@ -160,3 +166,35 @@ def test_identified_marks_exactly_the_digests_that_depend_on_identity() -> None:
         if first.identified:
             assert all(nid in first.graph.nodes for nid in first.identified), case
     assert flydeps.fingerprint(_twin_readers("oversized list")[0]).identified == ("probe_identified:VALUE",)
+    for case in ("annotation: union", "annotation: generic alias", "annotation: typing"):
+        assert not flydeps.fingerprint(_twin_readers(case)[0]).identified, case
+
+
+def test_a_dataclass_with_a_union_field_is_keyed_by_value_and_its_edits_are_changes(pkg) -> None:
+    """The shape of FlyDSL's flash-attention traits: a dataclass with ``float | None`` and
+    ``tuple[int, ...]`` fields, built by a helper. Its fingerprint names no identity (a
+    persistent row can be keyed by it), is the same in another process, and an edit of a
+    field's type is a change."""
+    source = (
+        "import dataclasses\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Traits:\n"
+        "    scale: float | None\n"
+        "    steps: tuple[int, ...] = (1,)\n"
+        "def make(scale):\n"
+        "    return Traits(scale)\n"
+    )
+    pkg.write("traits", source)
+    module = pkg.load("traits")
+    before = flydeps.fingerprint(module.make)
+    assert not before.identified
+    script = (
+        f"import sys; sys.path.insert(0, {str(pkg.root)!r})\n"
+        f"import flydeps, {pkg.name}.traits as m\n"
+        "print(flydeps.fingerprint(m.make).digest)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == before.digest
+    edited = pkg.edit("traits", "scale: float | None", "scale: int | None")
+    after = flydeps.fingerprint(edited.make)
+    assert after.digest != before.digest and not after.identified

@@ -96,6 +96,7 @@ class _CodeMemo(dict):  # type: ignore[type-arg]
 
 _analysis = _CodeMemo()  # code -> (digest, own references)
 _positions = _CodeMemo()  # code -> digest with positions
+_imports = _CodeMemo()  # code -> import_reads(code)
 
 
 def code_digest(code: CodeType, *, positions: bool = False) -> str:
@@ -198,7 +199,16 @@ def import_reads(code: CodeType) -> tuple[ImportRead, ...]:
     """The modules ``code``'s own imports read (statements and ``import_module`` calls with
     a constant name) and the locals they bind: chains on those locals (``mod.VAL`` after
     ``import mod`` in the body) are reads of the module. Cold path, through ``dis``; only
-    code that imports (or names ``import_module``) is read."""
+    code that imports (or names ``import_module``) is read; once per code object (every
+    later walk reaching it reads the memo)."""
+    cached = _imports.lookup(code)
+    if cached is None:
+        cached = _import_reads(code)
+        _imports.store(code, cached)
+    return cached
+
+
+def _import_reads(code: CodeType) -> tuple[ImportRead, ...]:
     import dis
 
     ins = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]

@@ -47,7 +47,8 @@ class GraphBuilder:
     def unresolved(self, where: str, name: str, why: str) -> str:
         """A reference that could not be resolved, kept as a node with the reason."""
         nid = unresolved_id(where, name)
-        self.add(nid, NodeKind.UNRESOLVED, blake3(f"unresolved\0{name}".encode()).hexdigest(), detail=why)
+        if nid not in self.nodes:  # (a name read many times is one node: digested once)
+            self.add(nid, NodeKind.UNRESOLVED, blake3(f"unresolved\0{name}".encode()).hexdigest(), detail=why)
         return nid
 
     def graph(self, roots: tuple[str, ...]) -> DepGraph:
