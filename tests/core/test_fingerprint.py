@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -132,6 +133,7 @@ IDENTITY_CASES = {
     "annotation: union": lambda: int | None,
     "annotation: generic alias": lambda: tuple[int, ...],
     "annotation: typing": lambda: typing.Optional[typing.List[int]],  # noqa: UP006,UP045
+    "compiled regex": lambda: re.compile(r"gfx(\d+)"),  # a helper parsing the arch name while tracing
     "small list": lambda: [1, 2, 3],
     "dict": lambda: {"a": 1, "b": (2.5, "x")},
     "user object": _Stateful,
@@ -166,8 +168,18 @@ def test_identified_marks_exactly_the_digests_that_depend_on_identity() -> None:
         if first.identified:
             assert all(nid in first.graph.nodes for nid in first.identified), case
     assert flydeps.fingerprint(_twin_readers("oversized list")[0]).identified == ("probe_identified:VALUE",)
-    for case in ("annotation: union", "annotation: generic alias", "annotation: typing"):
+    for case in ("annotation: union", "annotation: generic alias", "annotation: typing", "compiled regex"):
         assert not flydeps.fingerprint(_twin_readers(case)[0]).identified, case
+
+
+def test_a_compiled_regex_is_keyed_by_its_pattern_and_flags() -> None:
+    from flydeps.values.snapshot import snapshot
+
+    digests = {snapshot(p).digest for p in (re.compile("gfx9"), re.compile("gfx9", re.I), re.compile(b"gfx9"))}
+    assert len(digests) == 3  # pattern, flags and str/bytes all count
+    script = "import re\nfrom flydeps.values.snapshot import snapshot\nprint(snapshot(re.compile('gfx9')).digest)\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == snapshot(re.compile("gfx9")).digest  # the same in another process
 
 
 def test_a_dataclass_with_a_union_field_is_keyed_by_value_and_its_edits_are_changes(pkg) -> None:

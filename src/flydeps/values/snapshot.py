@@ -48,6 +48,7 @@ import collections
 import contextvars
 import enum
 import gc
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -514,6 +515,17 @@ def _union(w: _Walker, v: Any, depth: int) -> bytes:
     return b"union" + w.encode(_UNION_ARGS.__get__(v), depth + 1)
 
 
+_PATTERN_TEXT, _PATTERN_FLAGS = re.Pattern.__dict__["pattern"], re.Pattern.__dict__["flags"]
+
+
+def _pattern(w: _Walker, v: Any, depth: int) -> bytes:
+    """A compiled regular expression (a module-level ``re.compile``, read by a helper that
+    parses an arch name while tracing) by what it was compiled from: its pattern and flags.
+    It has no reduction of its own (``copyreg`` pickles it), and digested by identity it made
+    every launcher reading one unshareable across processes."""
+    return b"re.Pattern" + w.encode((_PATTERN_TEXT.__get__(v), _PATTERN_FLAGS.__get__(v)), depth + 1)
+
+
 def _lock(w: _Walker, v: Any, depth: int) -> bytes:
     """A lock by its type: its state is the moment's, not an input of a build."""
     return b"lock:" + type_name(type(v)).encode()
@@ -573,6 +585,7 @@ _KINDS = TypeTable(
         (contextvars.ContextVar, _contextvar),
         (_thread.LockType, _lock),
         (UnionType, _union),
+        (re.Pattern, _pattern),
         (MappingProxyType, _mappingproxy),
         (_thread.RLock, _lock),
         (_thread._local, _thread_local),
