@@ -8,6 +8,7 @@ that call (``flydeps.fingerprint``), never the launcher's own bookkeeping."""
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,61 @@ def test_an_instance_is_walked_once_while_its_guard_holds_and_again_after_any_ch
     states.append(call(torch.float32))
     assert len(walked) == 4 and keyed[-1] == states[-1] not in states[:-1]
     assert len(traces) == 7
+
+
+def test_an_entry_whose_instance_or_function_argument_was_rebound_to_the_same_state_serves_again(
+    fdk, traces: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry of an identity-keyed instance re-checks the instance's state on a hit (its
+    guard). Rebinding what the state reaches to an equal copy (an attribute to an equal
+    container, a method to a function with the same code: what a reload of a helper module
+    that changed nothing does) fails that guard; the entry serves again, no miss, no load,
+    when a fresh walk of the instance gives the digest the entry was built under. Any real
+    change still misses and traces."""
+    monkeypatch.setenv("FLYDEPS_CACHE_DIR", str(tmp_path / "cache"))
+    bound = fdk.module("bound")
+    instance = bound.Quant(factor=2)
+    launcher = bound.Quant.launch
+    tensors = [torch.zeros(256) for _ in range(3)]
+
+    def call() -> tuple[int, int]:
+        instance.launch(*tensors, 256)
+        info = launcher.cache_info()
+        return info.hits, info.misses
+
+    assert call() == (0, 1) and traces == ["launch"]
+    built_under = flydeps.fingerprint(instance).digest
+    assert call() == (1, 1)
+
+    instance.memo = {}  # an equal copy: the guard fails, the state is the same
+    assert call() == (2, 1) and len(traces) == 1
+    original = bound.Quant.scaled
+    same = types.FunctionType(original.__code__, original.__globals__, original.__name__)
+    same.__qualname__ = original.__qualname__
+    bound.Quant.scaled = same  # the same code, another function object (a reload's effect)
+    assert flydeps.fingerprint(instance).digest == built_under
+    assert call() == (3, 1) and len(traces) == 1
+
+    instance.memo["seen"] = 1  # a real change of the state the trace read: a miss, a trace
+    assert call() == (3, 2) and len(traces) == 2
+    assert flydeps.fingerprint(instance).digest != built_under
+
+
+def test_a_function_argument_whose_global_was_rebound_to_an_equal_copy_keeps_its_entry(fdk, traces: list[str]) -> None:
+    """A function passed as a compile-time value is keyed by identity and what it reads is
+    guarded: a global it reads rebound to an equal copy fails the guard, and the entry serves
+    again (no miss) when the function's fingerprint is the one it was built under; a change
+    of the value misses and traces."""
+    apply = fdk.module("apply")
+    namespace: dict = {"__name__": f"{apply.__name__}_fn"}
+    exec("FACTORS = (2.0,)\ndef times(x):\n    return x * FACTORS[0]\n", namespace)
+    fn = namespace["times"]
+    tensors = [torch.zeros(256) for _ in range(2)]
+    apply.apply(*tensors, 256, fn)
+    assert apply.apply.cache_info().misses == 1 and len(traces) == 1
+    namespace["FACTORS"] = (2.0,)  # an equal copy: the guard fails, the state is the same
+    apply.apply(*tensors, 256, fn)
+    assert apply.apply.cache_info()[:2] == (1, 1) and len(traces) == 1
+    namespace["FACTORS"] = (3.0,)
+    apply.apply(*tensors, 256, fn)
+    assert apply.apply.cache_info().misses == 2 and len(traces) == 2

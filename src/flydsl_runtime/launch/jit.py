@@ -453,11 +453,11 @@ class Launcher(MissPath, _WarmBase):  # type: ignore[misc,valid-type]
         key = self._key(state, bound_self, positional, call_env)
         compile_only = call_env.compile_only
         entry = self._entries.get(key)
+        guarded = entry is not None and entry.extra_guards and not all(g.check() for g in entry.extra_guards)
+        if guarded:  # a function argument's or a bound instance's guard: re-armed when its state is the same
+            entry, guarded = self._rearmed(owner, key, entry)  # type: ignore[arg-type]  # guarded => entry
         if (  # _usable(entry, compile_only), written out: this is the warm path
-            entry is None
-            or (entry.compiled is None and not compile_only)
-            or not entry.env_reads.holds()
-            or (entry.extra_guards and not all(g.check() for g in entry.extra_guards))
+            entry is None or (entry.compiled is None and not compile_only) or not entry.env_reads.holds() or guarded
         ):
             if entry is not None:
                 explain.note_unusable(self._name, why_unusable(entry, compile_only))
@@ -488,6 +488,8 @@ class Launcher(MissPath, _WarmBase):  # type: ignore[misc,valid-type]
         key = self._key(state, bound_self, positional, call_env)
         compile_only = call_env.compile_only
         entry = self._entries.get(key)
+        if entry is not None and entry.extra_guards and not all(g.check() for g in entry.extra_guards):
+            entry = self._rearmed(owner, key, entry)[0]
         if entry is not None and usable(entry, compile_only):
             self._hits += 1
             return entry.compiled

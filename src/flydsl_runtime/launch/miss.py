@@ -37,7 +37,12 @@ lock, which runs these steps in this order (each one method, named here as in th
     another process (FlyDSL wrote the artifact, the key names everything).
 
 ``_miss`` returns ``(CompiledFunction or None, already launched)``. Nothing here runs on a
-hit; the warm path (``Launcher.__call__``, C or Python) never reaches this module.
+hit; the warm path (``Launcher.__call__``, C or Python) never reaches this module. Before it,
+``Launcher._call`` and ``Launcher.compile`` ask :meth:`MissPath._rearmed` about an entry whose
+key matched but one of whose extra guards (a function passed as a compile-time value, a
+bound instance keyed by identity) failed: each fingerprint taken again with the digest the
+entry was built under re-arms it (a hit, as the launcher's own state is found again after a
+reload that changed nothing); any other digest leaves the call to ``_miss``.
 """
 
 from __future__ import annotations
@@ -68,6 +73,15 @@ from .states import DependencyStates
 from .verify import StaleArtifactError, traced_ir_key
 
 __all__ = ["MissPath"]
+
+
+def _guards(extra: tuple[tuple[Fingerprint, Guard], ...]) -> tuple[Guard, ...]:
+    return tuple(guard for _state, guard in extra)
+
+
+def _states(extra: tuple[tuple[Fingerprint, Guard], ...]) -> tuple[Fingerprint, ...]:
+    return tuple(state for state, _guard in extra)
+
 
 log = logging.getLogger("flydsl_runtime")
 
@@ -139,7 +153,8 @@ class MissPath(DependencyStates):
             signer = self._signer
             assert signer is not None, "_refresh_binder runs before the first key is made"
             self._explain_miss(owner, state, key, signer)
-            extra = tuple(fingerprint(fn).guard() for fn in signer.callables(positional))
+            # (fingerprint, guard) of each function passed as a compile-time value
+            extra = tuple((fp, fp.guard()) for fp in map(fingerprint, signer.callables(positional)))
             full = (bound_self, *positional) if bound_self is not None else positional
             spelled = described(key)
             strict = aot.strict()  # FLYDEPS_AOT=strict: a miss the index cannot serve is an error
@@ -162,13 +177,56 @@ class MissPath(DependencyStates):
                 return self._drop_trace(owner, state, after, judgement, traced.compiled)
             state = self._adopt_own_writes(owner, state, traced, after, judgement)
             extra, pinned, unstored = self._instance_guards(key, bound_self, extra, persistent.self_fp)
-            entry = Entry(spelled, traced.compiled, traced.ir_key, state.fingerprint, extra, pinned, reads)
+            entry = Entry(
+                spelled,
+                traced.compiled,
+                traced.ir_key,
+                state.fingerprint,
+                _guards(extra),
+                pinned,
+                reads,
+                _states(extra),
+            )
             self._store(owner, key, entry)
             manifest.note_call(self, bound_self, positional, entry)  # FLYDEPS_RECORD: the first call of this key here
             self._persist(entry, persistent, row, unstored, signer)
         compiled = traced.compiled
         launched = compiled is not None and compiled._call_state is not None
         return compiled, launched
+
+    # --- 0: an entry whose extra guards failed ----------------------------------------
+
+    def _rearmed(self, owner: type | None, key: tuple, entry: Entry) -> tuple[Entry, bool]:
+        """``(entry, whether a guard still fails)`` for ``entry`` (found under ``key``), one of
+        whose extra guards failed: each failed guard's fingerprint is taken again from the
+        same live object (the function passed, the pinned instance: the key names it by
+        identity, so it is the object this call passed); where every one has the digest the
+        entry was built under, the entry is kept with fresh guards (a reload of a helper
+        module the instance reaches that left its code the same, an attribute rebound to an
+        equal value: what the trace read holds as it was). Any other digest: the entry as it
+        was, still failing (the call misses; the miss explains which guard)."""
+        states = entry.extra_states
+        if len(states) != len(entry.extra_guards):
+            return entry, True
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None and current is not entry:  # another thread re-armed or replaced it
+                return current, not all(g.check() for g in current.extra_guards)
+            guards, fresh = list(entry.extra_guards), list(states)
+            for i, (state, guard) in enumerate(zip(states, entry.extra_guards)):
+                if guard.check():
+                    continue
+                again = build.stable(state.refresh)
+                if again.digest != state.digest:
+                    return entry, True
+                fresh[i], guards[i] = again, again.guard()
+            rearmed = dataclasses.replace(entry, extra_guards=tuple(guards), extra_states=tuple(fresh))
+            if current is entry:
+                self._entries[key] = rearmed
+            if self._last.get(owner) is entry:
+                self._last[owner] = rearmed
+        log.info("%s: what its entry's extra guards watch was rebound to the same state; it serves again", self._name)
+        return rearmed, False
 
     # --- 1-2: served after all ------------------------------------------------------
 
@@ -272,7 +330,7 @@ class MissPath(DependencyStates):
         spelled: tuple,
         row: index.Row,
         persistent: _Persistent,
-        extra: tuple[Guard, ...],
+        extra: tuple[tuple[Fingerprint, Guard], ...],
         bound_self: object,
         positional: tuple,
         compile_only: bool,
@@ -286,9 +344,18 @@ class MissPath(DependencyStates):
         # An instance keyed by its state in the row, by identity here: its state,
         # as the row's key read it, must still hold on a hit (as after a trace).
         self_fp = persistent.self_fp
-        guards = (*extra, self._instance_state(bound_self)[1]) if self_fp is not None else extra
+        guarded = (*extra, self._instance_state(bound_self)) if self_fp is not None else extra
         pinned_self = bound_self if self_fp is not None else None
-        entry = Entry(spelled, loaded[0], row.ir_key, state.fingerprint, guards, pinned_self, EnvReads(row.env_reads))
+        entry = Entry(
+            spelled,
+            loaded[0],
+            row.ir_key,
+            state.fingerprint,
+            _guards(guarded),
+            pinned_self,
+            EnvReads(row.env_reads),
+            _states(guarded),
+        )
         self._store(owner, key, entry)
         manifest.note_call(self, bound_self, positional, entry)  # FLYDEPS_RECORD: the first call of this key here
         log.info("%s: loaded from the persistent index, no trace (IR %s)", self._name, row.ir_key[:16])
@@ -378,8 +445,12 @@ class MissPath(DependencyStates):
     # --- 10-12: keep the entry --------------------------------------------------------
 
     def _instance_guards(
-        self, key: tuple, bound_self: object, extra: tuple[Guard, ...], self_fp: Fingerprint | None
-    ) -> tuple[tuple[Guard, ...], object, str | None]:
+        self,
+        key: tuple,
+        bound_self: object,
+        extra: tuple[tuple[Fingerprint, Guard], ...],
+        self_fp: Fingerprint | None,
+    ) -> tuple[tuple[tuple[Fingerprint, Guard], ...], object, str | None]:
         """``(guards a hit re-checks, the instance pinned by identity or None, why no row will
         serve this call or None)``: an identity-keyed bound instance's state after the trace
         is guarded too; a function passed as an argument has no cross-process name."""
@@ -389,7 +460,7 @@ class MissPath(DependencyStates):
             # Keyed by identity: what the trace read of the instance's own state (its
             # attributes, as they stand now the trace finished) must still hold on a hit.
             after_self, after_guard = self._instance_state(pinned)  # walked again if the trace wrote to it
-            extra = (*extra, after_guard)
+            extra = (*extra, (after_self, after_guard))
             if self_fp is not None and after_self.digest != self_fp.digest:
                 # The row would be keyed by the state before the trace; a process that
                 # loads it would not have the trace's writes to the instance.

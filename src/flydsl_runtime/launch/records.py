@@ -77,12 +77,16 @@ class Entry:
     compiled: CompiledFunction | None  # None when recorded under COMPILE_ONLY=1
     ir_key: str  # FlyDSL's _artifact_cache_key of the traced IR
     fingerprint: Fingerprint
-    extra_guards: tuple[Guard, ...]  # guards of functions passed as compile-time arguments
+    extra_guards: tuple[Guard, ...]  # guards of functions passed as compile-time arguments, then of a pinned instance
     pinned_self: object  # an identity-keyed bound instance, kept alive
     # What the trace read of os.environ (kernel code, helpers, FlyDSL's get_rocm_arch());
     # re-checked on every hit. By default, the reads of the trace this thread just ran
     # (see flydsl_runtime.launch.hooks): an Entry is made right after its trace.
     env_reads: EnvReads = field(default_factory=entry_env_reads)
+    # The fingerprint each of ``extra_guards`` was made from, in the same order (the bound
+    # instance's last): a failed guard whose fingerprint, taken again, has the same digest
+    # re-arms the entry (MissPath._rearmed) instead of missing.
+    extra_states: tuple[Fingerprint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +139,11 @@ def why_unusable(entry: Entry, compile_only: bool) -> list[str]:
     reasons = [explain.env_read_change(name, old, new) for name, old, new in entry.env_reads.changes()]
     if entry.compiled is None and not compile_only:
         reasons.append("the entry was compiled under COMPILE_ONLY=1 and this call launches")
-    if any(not g.check() for g in entry.extra_guards):
+    failed = [i for i, g in enumerate(entry.extra_guards) if not g.check()]
+    if entry.pinned_self is not None and len(entry.extra_guards) - 1 in failed:
+        reasons.append("the bound instance's state changed")
+        failed.pop()
+    if failed:
         reasons.append("a function passed as a compile-time argument changed")
     return reasons
 
