@@ -116,7 +116,18 @@ NEUTRAL_SUFFIXES = ("equal value rebound", "(other launcher)", "call form")
 
 
 def is_neutral(m: Mutation) -> bool:
-    return m.kind.startswith(NEUTRAL_PREFIXES) or m.kind.endswith(NEUTRAL_SUFFIXES)
+    return neutral_group(m) is not None
+
+
+def neutral_group(m: Mutation) -> str | None:
+    """Which of the neutral prefixes or suffixes ``m``'s kind has, or None (not neutral)."""
+    for group in NEUTRAL_PREFIXES:
+        if m.kind.startswith(group):
+            return group
+    for group in NEUTRAL_SUFFIXES:
+        if m.kind.endswith(group):
+            return group
+    return None
 
 
 def dead_code(o: Outcome) -> bool:

@@ -14,7 +14,7 @@ tracing (:func:`_data`: a value, a reformat, the same bytes again, a removal, a 
 the listed directory). The control subject gets only the semantic changes
 of the helper its kernel reaches through a computed ``getattr`` (kinds ``control: ...``).
 The order is deterministic; :func:`fast_subset` picks a stratified sample
-(every kind represented) for CI.
+(every kind represented, each subject with each kind of neutral mutation) for CI.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from live import live_mutations, python_function, resolve
-from model import Mutation, mutation_to_json
+from model import Mutation, mutation_to_json, neutral_group
 from sites import source_sites
 from subjects import CONTROL, CONTROL_HELPER, SUBJECTS, Subject
 
@@ -280,12 +280,23 @@ def write_plan(pkg: object, scratch: Path, out: Path) -> None:
 
 
 def fast_subset(plan: list[Mutation], per_kind: int) -> list[int]:
-    """Indices of at most ``per_kind`` mutations of each kind, spread over the subjects."""
+    """Indices of at most ``per_kind`` mutations of each kind, spread over the subjects; and
+    at least one of each neutral group (:func:`model.neutral_group`) per subject: a miss for
+    nothing is a property of a subject's shape (a regression that made every reload of a
+    helper fp8_quant's instance reaches re-trace went through a sample that held one
+    fp8_quant neutral mutation of 23)."""
     by_kind: dict[str, list[int]] = defaultdict(list)
+    neutral: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, m in enumerate(plan):
         by_kind[m.kind if m.subject != CONTROL.name else "control"].append(i)
-    chosen = []
+        group = neutral_group(m)
+        if group is not None and m.subject != CONTROL.name:
+            neutral[(m.subject, group)].append(i)
+    chosen: set[int] = set()
     for indices in by_kind.values():
         step = max(1, len(indices) // per_kind)
-        chosen += indices[::step][:per_kind]
+        chosen.update(indices[::step][:per_kind])
+    for indices in neutral.values():
+        if chosen.isdisjoint(indices):
+            chosen.add(indices[len(indices) // 2])
     return sorted(chosen)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.flydsl
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from model import Mutation, is_neutral, outcome_from_json, verdict  # noqa: E402
+from model import Mutation, is_neutral, neutral_group, outcome_from_json, verdict  # noqa: E402
 from run import split  # noqa: E402
 from sites import source_sites, used_names  # noqa: E402
 
@@ -60,6 +60,20 @@ def test_fast_subset_covers_every_kind_without_harness_errors(fast_outcomes: lis
     main, _ = _counted(fast_outcomes)
     assert len(main) >= 50 and len({o.mutation.kind for o in main}) >= 25
     assert not [o for o in main if o.verdict == "ERROR"], _listing(main, ("ERROR",))
+
+
+def test_fast_subset_tries_each_subject_with_each_kind_of_neutral_mutation(fast_outcomes: list) -> None:
+    # A miss for nothing follows a subject's shape (an instance keyed by its state, a data
+    # file): every subject gets its cosmetic edits, reloads, identical copies, equal rebinds.
+    main, _ = _counted(fast_outcomes)
+    groups: dict[str, set[str]] = {}
+    for o in main:
+        group = neutral_group(o.mutation)
+        if group is not None:
+            groups.setdefault(o.mutation.subject, set()).add(group)
+    assert len(groups) >= 6, sorted(groups)
+    thin = {subject: sorted(found) for subject, found in groups.items() if len(found) < 5}
+    assert not thin, thin
 
 
 def test_fast_subset_is_never_stale(fast_outcomes: list) -> None:
