@@ -219,10 +219,20 @@ def test_import_reads_statements_and_constant_import_module() -> None:
     assert ImportRead("", "nn", ("VAL",), 0, ("importlib", "import_module")) in reads
     assert import_reads((lambda: importlib.import_module(NAME)).__code__) == ()  # type: ignore[name-defined]  # noqa: F821 - not constant
 
+    def lookups():
+        a = sys.modules["ss"].VAL
+        b = __import__("dd.ee", fromlist=["VAL"]).VAL
+        return a, b, __import__("ff.gg").gg
+
+    reads = import_reads(lookups.__code__)
+    assert ImportRead("", "ss", ("VAL",), 0, ("sys", "modules")) in reads
+    assert ImportRead("", "dd.ee", ("VAL",), 0, ("__import__",)) in reads
+    assert ImportRead("", "ff", ("gg",), 0, ("__import__",)) in reads
+
 
 def _dep_and_user(pkg, body: str) -> tuple[types.ModuleType, types.ModuleType]:
     pkg.write("dep", "VAL = 1\n")
-    pkg.write("use", f"import importlib\n\ndef helper():\n{body}\n")
+    pkg.write("use", f"import importlib\nimport sys\n\ndef helper():\n{body}\n")
     return pkg.load("dep"), pkg.load("use")
 
 
@@ -234,6 +244,10 @@ def _dep_and_user(pkg, body: str) -> tuple[types.ModuleType, types.ModuleType]:
         "    from {p} import dep\n    return dep.VAL",
         "    return importlib.import_module('{p}.dep').VAL",
         "    mod = importlib.import_module('{p}.dep')\n    return mod.VAL",
+        "    return sys.modules['{p}.dep'].VAL",  # the module imported at the top (red team: stale)
+        "    mod = sys.modules['{p}.dep']\n    return mod.VAL",
+        "    return __import__('{p}.dep', fromlist=['VAL']).VAL",
+        "    return __import__('{p}.dep').dep.VAL",  # no fromlist: the package, then its attribute
     ],
 )
 def test_import_in_body_sees_reload(pkg, body) -> None:
@@ -420,3 +434,12 @@ def test_partial_subclass_hooks_never_run(pkg) -> None:
     del m.RAN[:]
     _sees(m.use, lambda: functools.partial.__dict__["keywords"].__get__(m.PART).__setitem__("k", 3))
     assert m.RAN == []
+
+
+def test_getattr_with_a_constant_name_is_a_chain(pkg) -> None:
+    """``getattr(mod, "helper")(...)``: the helper's code is a dependency, as ``mod.helper``'s."""
+    pkg.write("dep", "def helper():\n    return 1\n")
+    pkg.write("use", f"from {pkg.name} import dep\n\ndef run():\n    return getattr(dep, 'helper')()\n")
+    pkg.load("dep")
+    use = pkg.load("use")
+    _sees(use.run, lambda: pkg.edit("dep", "return 1", "return 2"))

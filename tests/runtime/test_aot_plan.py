@@ -277,3 +277,223 @@ def test_a_launcher_module_not_under_the_roots_is_bad_input(built: tuple[Path, P
     assert code == 2 and not text
     assert err.startswith(f"flydeps aot plan: {manifest}:2: module kernels.realworld.norms of "), err
     assert "--root DIR" in err
+
+
+def test_module_level_rebinding_and_an_instance_argument_invalidate_against_the_build_sources(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    """What no digest stored in a row can be compared with: a helper rebound under module-level
+    ``try`` after its ``def`` (the norms' ``inv_std`` replaced by another module's), and the
+    argument of the module-level instance a launcher is reached by (``QUANT``). The build left
+    its sources in DIR (``aot-sources.json``); the plan compares static digests with static
+    digests. The oracle: FlyDSL's IR keys of the same spec built from the edited copy."""
+    src, out = built
+    assert (out / "aot-sources.json").is_file()
+    edited = tmp_path / "src"
+    shutil.copytree(src, edited)
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--exit-code")
+    (edited / "kernels/realworld/_fastmath.py").write_text(
+        "import flydsl.expr as fx\n\n\ndef inv_std(var, eps):\n    return fx.rsqrt(var + eps + eps)\n"
+    )
+    _edit(
+        edited / "kernels/realworld/norms.py",
+        "    return fx.rsqrt(var + eps)\n",
+        "    return fx.rsqrt(var + eps)\n\n\ntry:\n    from ._fastmath import inv_std\nexcept ImportError:\n    pass\n",
+    )
+    _edit(edited / "kernels/realworld/quant.py", "QUANT = Fp8Quant(scale=2.0)", "QUANT = Fp8Quant(scale=4.0)")
+    code, text, err = _plan(*argv, "--format", "json", capsys=capsys)
+    assert code == 1, text + err
+    doc = json.loads(text)
+    assert doc["notes"] == [], doc["notes"]
+    stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
+    assert doc["counts"] == {"present": 2, "invalidated": 4, "missing": 0}, doc["units"]
+    quant = next(u for u in doc["units"] if u["launcher"].endswith("QUANT.launch"))
+    assert [r["node"] for r in quant["reasons"]] == ["kernels.realworld.quant:QUANT"], quant
+    assert quant["reasons"][0]["text"].startswith("kernels/realworld/quant.py:38 kernels.realworld.quant:QUANT")
+    norms = [u for u in doc["units"] if "norms" in u["launcher"]]
+    assert all(any("inv_std" in r["node"] for r in u["reasons"]) for u in norms), norms
+    # the oracle
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    assert before.keys() == after.keys()
+    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    assert changed == stale == NORMS | {"kernels.realworld.quant.Fp8Quant.launch"}
+    # a cosmetic edit of the same statements changes nothing
+    again = tmp_path / "again"
+    shutil.copytree(src, again)
+    _edit(
+        again / "kernels/realworld/quant.py", "QUANT = Fp8Quant(scale=2.0)", "\n\nQUANT = Fp8Quant(scale=2.0)  # a note"
+    )
+    code, text, _ = _plan(*argv[:4], "--root", str(again), "--exit-code", capsys=capsys)
+    assert code == 0, text
+
+
+def test_a_directory_without_a_source_snapshot_says_what_it_cannot_judge(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    src, out = built
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    (copy / "aot-sources.json").unlink()
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(copy), "--root", str(src))
+    code, text, _ = _plan(*argv, capsys=capsys)
+    assert code == 0 and f"note: {copy} has no source snapshot (aot-sources.json" in text, text
+    assert "plan with --since REV" in text
+    # what it could not judge is listed, and fails --exit-code: a CI gate never passes on it
+    assert "unchecked   kernels.realworld.tuned:tuned_scale [gfx942]" in text, text
+    assert "kernels.realworld.tuned:TUNING" in text  # a global bound to an expression (a path)
+    code, text, _ = _plan(*argv, "--exit-code", "--format", "json", capsys=capsys)
+    assert code == 1
+    doc = json.loads(text)
+    assert doc["counts"] == {"present": 6, "invalidated": 0, "missing": 0}
+    tuned = next(u for u in doc["units"] if u["launcher"].endswith("tuned_scale"))
+    assert "kernels.realworld.tuned:TUNING" in tuned["unchecked"]
+    # a damaged one, a directory, a FIFO: named, not used, nothing else lost, never blocks
+    (copy / "aot-sources.json").write_text('{"schema": "flydeps.aot-sources/1", "files": 3}')
+    code, text, _ = _plan(*argv, capsys=capsys)
+    assert code == 0, text
+    assert text.splitlines()[0] == f"aot plan for {copy}: 6 present, 0 invalidated, 0 missing (of 6)"
+    assert f"note: {copy / 'aot-sources.json'}: not a source snapshot of `flydeps aot build`" in text, text
+    assert "unchecked   " in text
+    assert (copy / "aot-sources.json").read_text() == '{"schema": "flydeps.aot-sources/1", "files": 3}'
+    (copy / "aot-sources.json").unlink()
+    (copy / "aot-sources.json").mkdir()
+    code, text, _ = _plan(*argv, "--exit-code", capsys=capsys)
+    assert code == 1 and f"note: {copy / 'aot-sources.json'}: not used (it is not a regular file)" in text, text
+    (copy / "aot-sources.json").rmdir()
+    os.mkfifo(copy / "aot-sources.json")
+    code, text, _ = _plan(*argv, "--exit-code", capsys=capsys)
+    assert code == 1 and f"note: {copy / 'aot-sources.json'}: not used" in text, text
+    # a build with nothing to build writes it again (of the sources its rows serve)
+    (copy / "aot-sources.json").unlink()
+    _build(src, copy, tmp_path / "cache")
+    code, text, _ = _plan(*argv, "--exit-code", capsys=capsys)
+    assert code == 0, text
+    assert text.splitlines()[0] == f"aot plan for {copy}: 6 present, 0 invalidated, 0 missing (of 6)"
+
+
+def test_a_module_level_write_of_os_environ_a_trace_reads_invalidates(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    """``os.environ.setdefault(...)`` in the package's ``__init__`` (run on import, before any
+    trace): the norms read ``RW_NORM_PRECISE`` while tracing; their IR changes, nobody
+    else's. The oracle: FlyDSL's IR keys of the same spec built from the edited copy."""
+    src, out = built
+    edited = tmp_path / "src"
+    shutil.copytree(src, edited)
+    init = edited / "kernels/realworld/__init__.py"
+    init.write_text(init.read_text() + '\nimport os as _os\n\n_os.environ.setdefault("RW_NORM_PRECISE", "1")\n')
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--exit-code", "--format", "json")
+    code, text, _ = _plan(*argv, capsys=capsys)
+    assert code == 1, text
+    doc = json.loads(text)
+    stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
+    assert stale == NORMS, doc["units"]
+    for unit in doc["units"]:
+        if unit["status"] == "invalidated":
+            assert [r["node"] for r in unit["reasons"]] == ["os.environ['RW_NORM_PRECISE']"], unit
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    assert {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir} == stale
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ('import os\nos.environ["A"] = "1"\n', {"A"}),
+        ('import os as o\no.environ.setdefault("B", "1")\n', {"B"}),
+        ('from os import environ as env\nenv.update(C="1")\n', {"*"}),
+        ('import os\nif True:\n    os.putenv("D", "1")\n', {"D"}),
+        ('import os\nclass K:\n    os.environ.pop("E", None)\n', {"E"}),
+        ('import os\nkey = "F"\nos.environ[key] = "1"\n', {"*"}),
+        ('import os\ndef f():\n    os.environ["G"] = "1"\n', set()),  # runs when called, not on import
+        ('import os\nclass K:\n    def m(self):\n        os.environ["H"] = "1"\n', set()),
+        ('import os\nx = os.environ.get("I")\n', set()),  # a read
+    ],
+)
+def test_module_level_environ_writes_are_found(source: str, names: set[str]) -> None:
+    import ast
+
+    found = {name for name, _stmt in aot_plan._import_time_writes(ast.parse(source))}
+    assert found == names
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "same"),
+    [
+        ("Q = K(scale=2.0)\n", "\n\nQ = K(scale=2.0)  # a note\n", True),  # where, not what
+        ("Q = K(scale=2.0)\n", "Q = K(scale=4.0)\n", False),
+        ("CFG = {'s': 2}\nQ = K(**CFG)\n", "CFG = {'s': 4}\nQ = K(**CFG)\n", False),  # a name it reads
+        ("CFG = {'s': 2}\nQ = K(**CFG)\n", "CFG = {'s': 2}\nQ = K(**CFG)\nOTHER = 1\n", True),
+        (
+            "F = True\nif F:\n    Q = K(1)\nelse:\n    Q = K(2)\n",
+            "F = False\nif F:\n    Q = K(1)\nelse:\n    Q = K(2)\n",
+            False,
+        ),
+        ("try:\n    Q = K(1)\nexcept E:\n    Q = K(2)\n", "try:\n    Q = K(1)\nexcept E:\n    Q = K(3)\n", False),
+        ("Q = K(1)\n", "Q = K(1)\nQ = Q.with_scale(2)\n", False),  # rebound later
+        (
+            "Q = K(1)\nclass K:\n    '''doc'''\n",
+            "Q = K(1)\nclass K:\n    '''other'''\n",
+            True,
+        ),  # its code: a graph node
+        ("M = 1\nmatch M:\n    case 1:\n        Q = K(1)\n", "M = 2\nmatch M:\n    case 1:\n        Q = K(1)\n", False),
+    ],
+)
+def test_the_binding_of_the_name_an_entry_is_reached_by(before: str, after: str, same: bool) -> None:
+    was, now = aot_plan._binding(before.encode(), "Q"), aot_plan._binding(after.encode(), "Q")
+    assert was is not None and now is not None
+    assert (was[0] == now[0]) is same
+    assert aot_plan._binding(b"X = 1\n", "Q") is None and aot_plan._binding(b"def (:\n", "Q") is None
+
+
+def test_module_level_code_acting_on_another_module_invalidates_what_it_may_reach(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    """``memops.PAD = 8`` in norms.py (a module attribute patched by an importer): no name is
+    bound, the graph does not follow it. Every entry whose graph holds norms or memops is
+    invalidated (conservative: the quantizer reads no PAD); none whose IR changed is present."""
+    src, out = built
+    edited = tmp_path / "src"
+    shutil.copytree(src, edited)
+    _edit(edited / "kernels/realworld/norms.py", "BLOCK = 64\n", "BLOCK = 64\nmemops.PAD = 8\n")
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--format", "json")
+    code, text, _ = _plan(*argv, capsys=capsys)
+    doc = json.loads(text)
+    stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
+    for unit in doc["units"]:
+        if unit["status"] == "invalidated":
+            assert any("module-level code of kernels.realworld.norms" in r["text"] for r in unit["reasons"]), unit
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    assert NORMS <= changed <= stale, (changed, stale)
+
+
+@pytest.mark.parametrize(
+    ("source", "touched"),
+    [
+        ("from . import memops\nmemops.PAD = 8\n", {"pkg.k", "pkg.memops"}),
+        ("import sys\nsetattr(sys.modules[__name__], 'PAD', 8)\n", {"pkg.k", "sys"}),
+        ("globals().update(PAD=8)\n", {"pkg.k"}),
+        ("from .quant import QUANT\nQUANT.inv_scale = 0.25\n", {"pkg.k", "pkg.quant.QUANT"}),
+        ("T = {}\nT['a'] = 1\n", {"pkg.k"}),
+        ("class C:\n    import os\n    x = 1\n    C2.y = 2\n", {"pkg.k"}),
+        ("PAD = 4\nPAD *= 2\nA, B = 1, 2\n", None),  # bindings: the graph follows them
+        ('"""doc"""\n', None),
+        ("import os\nos.environ.setdefault('X', '1')\nos.environ['Y'] = '1'\n", None),  # per variable
+        ("def f():\n    g.x = 1\n", None),  # runs when called
+    ],
+)
+def test_import_time_effects_are_found(source: str, touched: set[str] | None) -> None:
+    import ast
+
+    found = aot_plan._import_time_effects(ast.parse(source), "pkg.k", False)
+    if touched is None:
+        assert found == []
+    else:
+        assert len(found) >= 1 and set().union(*(t for t, _s in found)) == touched

@@ -131,3 +131,28 @@ def test_annotations_enter_the_static_digest_as_at_run_time(tmp_path) -> None:
     assert digest()[0] == before
     (pkg / "k.py").write_text(source.replace("n: Int32", "n: Constexpr"))
     assert digest()[0] != before
+
+
+def test_a_package_directory_wins_over_a_module_file_of_the_same_name(tmp_path) -> None:
+    """``pkg/ops/__init__.py`` beside ``pkg/ops.py``: Python imports the package (the path
+    finder tries the directory first); the static graph must read the same file, or an edit
+    of the package goes unseen (and one of the shadowed ``ops.py`` looks like a change)."""
+    import importlib
+    import sys
+
+    pkg = tmp_path / "shadowpkg"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text("PAD = 4\n")
+    (pkg / "ops" / "__init__.py").write_text("PAD = 8\n")
+    (pkg / "k.py").write_text("from . import ops\n\n\ndef build():\n    return ops.PAD\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert importlib.import_module("shadowpkg.ops").PAD == 8  # what Python does
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n.startswith("shadowpkg")]:
+            del sys.modules[name]
+    graph = analyze([str(pkg / "k.py::build")], use_cache=False).graph
+    node = graph.nodes["shadowpkg.ops:PAD"]
+    assert node.detail == "8" and node.location is not None and node.location.path == "shadowpkg/ops/__init__.py"

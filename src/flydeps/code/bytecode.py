@@ -97,6 +97,7 @@ class _CodeMemo(dict):  # type: ignore[type-arg]
 _analysis = _CodeMemo()  # code -> (digest, own references)
 _positions = _CodeMemo()  # code -> digest with positions
 _imports = _CodeMemo()  # code -> import_reads(code)
+_getattrs = _CodeMemo()  # code -> getattr_reads(code)
 
 
 def code_digest(code: CodeType, *, positions: bool = False) -> str:
@@ -221,7 +222,80 @@ def _import_reads(code: CodeType) -> tuple[ImportRead, ...]:
             if via and via[-1] == "import_module":
                 local, attrs = _result_use(ins, n + 1)
                 out.append(ImportRead(local, ins[n - 1][1], attrs, 0, via))
+        elif op == "BINARY_SUBSCR" and n >= 2 and ins[n - 1][0] == "LOAD_CONST" and type(ins[n - 1][1]) is str:
+            via = _callee(ins, n - 2)  # sys.modules["m"] (the resolver checks it is sys.modules)
+            if via and via[-1] == "modules":
+                local, attrs = _result_use(ins, n + 1)
+                out.append(ImportRead(local, ins[n - 1][1], attrs, 0, via))
+        elif op in _GLOBAL_OPS and arg == "__import__" and n + 1 < len(ins) and ins[n + 1][0] == "LOAD_CONST":
+            if type(ins[n + 1][1]) is str:
+                out.append(_dunder_import(ins, n))
     return tuple(dict.fromkeys(out))
+
+
+_CALL_OPS = frozenset({"CALL", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_METHOD", "CALL_KW"})
+
+
+def getattr_reads(code: CodeType) -> tuple[NameRef, ...]:
+    """``getattr(g.a, "name")`` with a constant name on a global (and attributes), two
+    arguments: the chain ``g.a.name`` it reads, and the attributes read on its result, as
+    :class:`NameRef` s of scope ``global`` (a read the bytecode's own chains do not show).
+    Cold path (``dis``), for code naming ``getattr``; memoized per code object."""
+    cached = _getattrs.lookup(code)
+    if cached is None:
+        cached = _getattr_reads(code)
+        _getattrs.store(code, cached)
+    return cached
+
+
+def _getattr_reads(code: CodeType) -> tuple[NameRef, ...]:
+    import dis
+
+    ins = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]
+    out: list[NameRef] = []
+    for n, (op, arg) in enumerate(ins):
+        if op not in _GLOBAL_OPS or arg != "getattr":
+            continue
+        # getattr, then the object: a global with attributes, then a constant name, then the call
+        start = n + 1
+        if start >= len(ins) or ins[start][0] not in _GLOBAL_OPS:
+            continue
+        j = start + 1
+        while j < len(ins) and ins[j][0] in _ATTR_OPS:
+            j += 1
+        if j + 1 >= len(ins) or ins[j][0] != "LOAD_CONST" or type(ins[j][1]) is not str:
+            continue
+        if ins[j + 1][0] not in _CALL_OPS or ins[j + 1][1] != 2:
+            continue
+        chain = tuple(str(a) for _op, a in ins[start + 1 : j])
+        _local, after = _result_use(ins, j + 2)
+        out.append(NameRef("global", str(ins[start][1]), (*chain, str(ins[j][1]), *after)))
+    return tuple(dict.fromkeys(out))
+
+
+_CONSTANT_ARGS = frozenset({"LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE", "KW_NAMES", "LIST_EXTEND"})
+
+
+def _dunder_import(ins: list[tuple[str, Any]], n: int) -> ImportRead:
+    """``__import__("a.b", ...)`` with a constant name (loaded at ``n``): with a non-empty
+    constant ``fromlist`` it returns ``a.b``, without one the package ``a``; its result is
+    followed as ``import_module``'s. Arguments that are not constants (``globals()``): the
+    call's end is not told, so only the module's ``sys.modules`` entry is read (what is read
+    from the result is not: docs/guarantees.md, computed imports)."""
+    name = str(ins[n + 1][1])
+    via = ("__import__",)
+    j, listed = n + 2, False
+    while j < len(ins) and ins[j][0] not in _CALL_OPS:
+        op, arg = ins[j]
+        if op not in _CONSTANT_ARGS:
+            return ImportRead("", name, (), 0, via)
+        if (op in ("BUILD_LIST", "BUILD_TUPLE") and arg) or (op == "LOAD_CONST" and type(arg) in (str, tuple) and arg):
+            listed = True
+        j += 1
+    if j == len(ins):
+        return ImportRead("", name, (), 0, via)
+    local, attrs = _result_use(ins, j + 1)
+    return ImportRead(local, name if listed else name.partition(".")[0], attrs, 0, via)
 
 
 def _statement_reads(ins: list[tuple[str, Any]], n: int) -> list[ImportRead]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..code import origin as _origin
 from ..code import scan as _codescan  # noqa: F401  (the code decoder: loaded with discovery, not by the first fingerprint)
-from ..code.bytecode import _analyze, code_digest, code_refs, import_reads, is_function_code, qualname_of
+from ..code.bytecode import _analyze, code_digest, code_refs, getattr_reads, import_reads, is_function_code, qualname_of
 from ..errors import DiscoveryError
 from ..graph import DepGraph, EdgeKind, Location, Node, NodeKind, node_id
 from ..observe import memoreads as _memoreads
@@ -515,7 +515,11 @@ class _Walker(NameResolver):
             elif scope == "import":
                 self._resolve_import(ref, nid, globals_)
                 imports = True
-        if imports or "import_module" in code.co_names:  # the modules its imports bind to locals
+        names = code.co_names  # the modules its imports bind to locals; import_module, sys.modules, __import__
+        if "getattr" in names:  # getattr(mod, "name"): the chain mod.name, read by a constant name
+            for ref in getattr_reads(code):
+                self._resolve_global(ref, nid, globals_)
+        if imports or "import_module" in names or "modules" in names or "__import__" in names:
             reads = import_reads(code)
             if reads:
                 self._resolve_import_reads(reads, refs, nid, globals_)

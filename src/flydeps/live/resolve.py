@@ -21,6 +21,7 @@ which provides ``visit`` and ``bind``.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import sys
 from types import CodeType, FunctionType, ModuleType
@@ -265,11 +266,18 @@ class NameResolver(GraphBuilder):
                     self._follow_chain(nid, module, {}, name, (*read.attrs, *more), label)
 
     def _is_import_module(self, via: tuple[str, ...], globals_: dict) -> bool:
-        """The callee ``via`` (a global and attributes) is ``importlib.import_module``."""
+        """The callee or container ``via`` (a global and attributes) is ``importlib.import_module``,
+        ``sys.modules`` or the builtin ``__import__``."""
         value = dict.get(globals_, via[0], MISSING)
+        if value is MISSING and via == ("__import__",):
+            builtins_ = dict.get(globals_, "__builtins__", MISSING)
+            if is_a(builtins_, ModuleType):
+                builtins_ = module_dict(builtins_)  # type: ignore[arg-type]
+            value = dict.get(builtins_, "__import__", MISSING) if is_a(builtins_, dict) else MISSING  # type: ignore[arg-type]
+            return value is builtins.__import__
         for attr in via[1:]:
             value = dict.get(module_dict(value), attr, MISSING) if is_a(value, ModuleType) else MISSING  # type: ignore[arg-type]
-        return value is importlib.import_module
+        return value is importlib.import_module or value is sys.modules
 
     def _resolve_self(self, ref: NameRef, nid: str, owner: type | None) -> None:
         attr = ref.attrs[0]

@@ -298,10 +298,11 @@ class Project:
         rel = name.replace(".", "/")
         for root in self._roots_for(name):
             base = posixpath.join(root, rel) if root != "." else rel
-            if self.tree.is_file(base + ".py"):
-                found = ModuleFile(name, base + ".py", root, False)
-            elif self.tree.is_file(posixpath.join(base, "__init__.py")):
+            # As Python's path finder: a package directory (a/b/__init__.py) wins over a/b.py.
+            if self.tree.is_file(posixpath.join(base, "__init__.py")):
                 found = ModuleFile(name, posixpath.join(base, "__init__.py"), root, True)
+            elif self.tree.is_file(base + ".py"):
+                found = ModuleFile(name, base + ".py", root, False)
             if found:
                 break
         self._by_name[name] = found

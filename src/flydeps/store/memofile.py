@@ -199,6 +199,19 @@ def open_entry(
     return fd, _checked(fd, path, lambda info: entry_reason(info, owners))
 
 
+def open_shared_entry(directory: str | os.PathLike[str], name: str) -> int:
+    """The file ``name`` in ``directory`` opened read-only (a descriptor the caller closes)
+    once :func:`open_dir` (``shared``: another user's directory no one else can write is
+    read) and :func:`open_entry` accepted both; :class:`Untrusted` when refused,
+    ``FileNotFoundError`` when either is missing."""
+    dir_fd, info = open_dir(directory, shared=True)
+    try:
+        fd, _info = open_entry(name, dir_fd, trusted_owners(info), where=directory)
+    finally:
+        os.close(dir_fd)
+    return fd
+
+
 def check_entry(name: str, dir_fd: int, owners: Collection[int], *, where: str | os.PathLike[str]) -> None:
     """Raise :class:`Untrusted` when the entry ``name`` of the directory open as ``dir_fd``
     exists and :func:`entry_reason` refuses it (by ``lstat``: a symlink is refused unread)."""

@@ -8,6 +8,8 @@ processor name. :mod:`.record` is ``flydeps aot record`` and ``flydeps aot merge
 command run with ``FLYDEPS_RECORD`` set; manifests united, checked line by line);
 :mod:`.plan` is ``flydeps aot plan``: which entries of a manifest a built directory holds
 and which the working tree, or the commits since a revision, invalidate, from static
-digests and the index only (nothing traced, compiled or imported). Above the launcher; the
+digests and the index only (nothing traced, compiled or imported), against the source
+snapshot :mod:`.sources` (written by the build into its directory: what the rows were
+built on). Above the launcher; the
 CLI (``flydeps aot``) is its entry point.
 """

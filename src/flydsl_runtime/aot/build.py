@@ -939,11 +939,38 @@ def build(
         # there for this one, and a runtime on this machine reads the key instead of hashing.
         index.remember_toolchain()
 
+    _snapshot_sources(out, items, outcomes)
     pruned = _prune(out, outcomes) if prune else None
     with index.at(out):
         index.compact(vacuum=pruned is not None and pruned.rows > 0)
     ordered = tuple(sorted(outcomes, key=lambda o: (o.position, o.arch)))
     return Summary(out, ordered, pruned, workers, tuple(skipped))
+
+
+def _snapshot_sources(out: Path, items: Sequence[_Item], outcomes: Sequence[Outcome]) -> None:
+    """The sources of the launchers' modules, with the rows built or served on them, kept in
+    ``out`` for ``aot plan`` (:mod:`.sources`); a failure to snapshot is a warning: the build
+    stands, and ``aot plan`` says the directory has no snapshot."""
+    from ..launch.jit import launcher_of
+    from . import sources
+
+    modules = set()
+    for launcher, _args, _kwargs, entry in items:
+        if isinstance(launcher, _Unbuildable):
+            continue
+        if entry is not None:  # the module the manifest names (a launcher built by a builder there)
+            modules.add(entry.launcher.partition(":")[0])
+        called = launcher_of(launcher)  # a SPEC's item: the traced function's module, when it is one launcher
+        name = called._jf.func.__module__ if called is not None else getattr(launcher, "__module__", None)
+        if isinstance(name, str):
+            modules.add(name)
+    rows = {key for o in outcomes if o.status != "failed" for key, _env in o.used[0]}
+    rows |= {row[0] for o in outcomes for row in o.rows}
+    try:
+        sources.write(out, modules, rows)
+    except Exception as exc:  # the analysis or the write: the rows are built either way
+        log.warning("aot build: no source snapshot in %s for `aot plan` (%s: %s)", out, type(exc).__name__, exc)
+        (out / sources.SOURCES_NAME).unlink(missing_ok=True)
 
 
 def _run(

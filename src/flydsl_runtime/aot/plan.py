@@ -14,24 +14,39 @@ Each (manifest entry, arch) is one *unit*, whose status is one of:
 * ``present``: a row of ``DIR`` is that specialization (:func:`_candidates`: same launcher,
   arch, arguments, hints; with the environment the entry records) and nothing it lists
   changed;
-* ``invalidated``: a row is that specialization but (a) a node of the dependency graph its
-  ``detail`` lists has another static digest in the working tree than the digest stored
-  in the row (without ``since``), or changed between ``since`` and the working tree (with
-  it): each such node is named (helper, ``module:qualname``, ``file:line``); or (b) without
-  ``since``, a file or directory listing the trace read (the row's derived reads
-  ``=file:``/``=listdir:``/``=stat:``, a tuning table) reads otherwise now (a relative path
-  re-read from the current directory, as a runtime would); or (c) no row of it has the
-  code-generation variables or ``os.environ`` reads the entry records (each difference
-  named);
+* ``invalidated``: a row is that specialization but
+  (a) without ``since``, a node of the dependency graph its ``detail`` lists has another
+  static digest in the working tree than the digest stored in the row, where the two can be
+  compared (a function's code, a global bound to a literal);
+  (b) what changed between the sources the row was built on and the working tree (without
+  ``since``: the build's source snapshot, :mod:`.sources`, for the rows that build made or
+  served; with it: revision ``since`` against the files git tracks): a node the row lists
+  whose transitive static digest differs (each node under it that changed, was added or
+  removed is named: a global bound to an expression or rebound under module-level control
+  flow, a helper added below it); the module-level statements binding the name the entry is
+  reached by (``QUANT`` of ``...:QUANT.launch``, a builder's call), following the
+  module-level names they read; a module-level write of ``os.environ`` (in the graph's
+  modules and their packages' ``__init__``, run on import) of a variable the row's trace
+  read; or (c) without ``since``, a file or directory listing the trace read (the row's
+  derived reads ``=file:``/``=listdir:``/``=stat:``, a tuning table) reads otherwise now (a
+  relative path re-read from the current directory, as a runtime would); or (d) no row of
+  it has the code-generation variables or ``os.environ`` reads the entry records (each
+  difference named);
 * ``missing``: no row of ``DIR`` is that specialization (to build).
 
-The static digests come from :func:`flydeps.static.analyze` over the launchers' module
-files (the working tree as it is on disk; with ``since``, the files git tracks, compared
-with the revision through :mod:`flydeps.static.diff`'s trees), whose node digests are the
+A present unit whose row no source snapshot covers (a directory built before snapshots, a
+damaged or refused ``aot-sources.json``, a row another build made) lists the nodes it could
+not judge (``unchecked``: bound to an expression); ``--exit-code`` fails on them too, and the
+plan says how to get a snapshot (build again: what is served is not rebuilt).
+
+The static digests come from :func:`flydeps.static.analyze`, whose node digests are the
 runtime's own (the static front-end's contract). A node the static graph does not have
-(a runtime-only node: a wrapper object, a closure cell's value) or whose static digest is
-not comparable (``static-expression``: an expression, not its value) is not judged; a
-changed helper always changes the digest of the function that calls it, which is.
+(a runtime-only node: a wrapper object, a closure cell's value) is judged through what
+reaches it: a changed helper changes the digest of the function that calls it, a closure
+value the builder's call. What the plan cannot see: a module-level statement that changes
+what a trace reads other than by binding a name or writing ``os.environ`` (a file a
+module-level statement writes, process state set by a library on import); the strict
+runtime names it (docs/guarantees.md).
 
 Matching an entry to rows without importing its launcher (:func:`_candidates`, the one
 place that reads the manifest's forms against a row's ``detail``): the row's launcher is
@@ -58,18 +73,20 @@ know: one line naming the file[:line] or the argument). Reads only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import struct
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flydeps.errors import FlydepsError
 from flydeps.graph import DepGraph, NodeKind
+from flydeps.static.results import Analysis
 
 from ..persist import index as _index
 from ..persist import manifest as _manifest
@@ -120,11 +137,22 @@ class Unit:
     row_launcher: str = ""  # the row's launcher (module.qualname), when one matched
     row_key: str = ""
     reasons: tuple[Reason, ...] = ()
+    # Nodes of a present unit's row this plan could not judge: bound to an expression (no
+    # value to compare with the row's digest) where no source snapshot of the build covers it.
+    unchecked: tuple[str, ...] = ()
 
     def line(self) -> str:
         head = f"{self.status:11} {self.launcher} [{self.arch}] ({self.where})"
         if self.status == "missing":
             return f"{head}: no specialization in DIR"
+        if self.status == "present" and self.unchecked:
+            shown = ", ".join(self.unchecked[:3]) + (
+                f" and {len(self.unchecked) - 3} more" if len(self.unchecked) > 3 else ""
+            )
+            return (
+                f"{'unchecked':11} {self.launcher} [{self.arch}] ({self.where}): present by every digest this plan "
+                f"could compare; not judged without the build's source snapshot: {shown}"
+            )
         return f"{head}: " + "; ".join(r.text for r in self.reasons)
 
 
@@ -138,13 +166,15 @@ class Plan:
     units: tuple[Unit, ...]
     unnamed: tuple[str, ...] = ()  # manifest lines of calls that cannot be built (file:line: why)
     diagnostics: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()  # what this plan could not judge, and what to do (printed)
 
     def count(self, status: str) -> int:
         return sum(u.status == status for u in self.units)
 
     @property
     def rebuild(self) -> bool:
-        return any(u.status != "present" for u in self.units)
+        """Whether ``--exit-code`` fails: a unit to (re)build, or one that could not be judged."""
+        return any(u.status != "present" or u.unchecked for u in self.units)
 
 
 # --- rows -----------------------------------------------------------------------------
@@ -404,41 +434,490 @@ def _comparable(graph: DepGraph, nid: str) -> bool:
     return "static-expression" not in node.tags and node.kind is not NodeKind.UNRESOLVED
 
 
-def _node_reasons(row: _Row, now: DepGraph, changed: Mapping[str, str] | None, since: str | None) -> list[Reason]:
-    """The nodes of ``row`` that changed: against the working tree's digests (``changed``
-    None), or among ``changed`` (node id -> what, between ``since`` and the working tree)."""
+def _node_reasons(row: _Row, now: DepGraph) -> list[Reason]:
+    """The nodes of ``row`` whose static digest in the working tree is not the (runtime)
+    digest stored in the row, where the two can be compared (:func:`_comparable`)."""
     out = []
     for nid, part in row.detail["nodes"].items():
         if not isinstance(part, list) or not part or not isinstance(part[0], str):
             continue
         node = now.nodes.get(nid)
-        where = str(node.location) if node is not None and node.location else (part[1] if len(part) > 1 else "")
+        if node is None or not _comparable(now, nid) or node.digest == part[0]:
+            continue
+        where = str(node.location) if node.location else (part[1] if len(part) > 1 else "")
         kind = _WORDS.get(part[2], "helper") if len(part) > 2 else "helper"
-        if changed is None:
-            if node is None or not _comparable(now, nid) or node.digest == part[0]:
-                continue
-            what = "changed since the build"
-        else:
-            if nid not in changed:
-                continue
-            what = f"{changed[nid]} since {since}"
         shown = f"{where} " if where else ""
-        out.append(Reason(kind, f"{shown}{kind} {nid} {what}", nid, where))
-    # helpers (code) first, then what they read
-    return sorted(out, key=lambda r: (r.kind != "helper", r.location, r.node))
+        out.append(Reason(kind, f"{shown}{kind} {nid} changed since the build", nid, where))
+    return _ordered(out)
 
 
-def _static_now(files: Sequence[Path], roots: Sequence[Path]) -> tuple[DepGraph, list[str]]:
+def _ordered(reasons: list[Reason]) -> list[Reason]:
+    # helpers (code) first, then what they read; each node once
+    seen: dict[str, Reason] = {}
+    for r in reasons:
+        seen.setdefault(r.node or r.text, r)
+    return sorted(seen.values(), key=lambda r: (r.kind != "helper", r.location, r.node))
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """The static analysis of the sources a row was built on (``old``: the build's source
+    snapshot, or revision ``since``) and of the working tree (``new``), with each side's
+    module source reader; ``rows``: the row keys ``old`` describes (None: every row)."""
+
+    old: Analysis
+    new: Analysis
+    said: str  # "since the build" or "since REV"
+    old_source: Callable[[str], bytes | None]
+    new_source: Callable[[str], bytes | None]
+    rows: frozenset[str] | None = None
+    modules: frozenset[str] | None = None
+
+    @functools.cached_property
+    def writes(self) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+        """:func:`_environ_writes` of each side (once per plan)."""
+        return _environ_writes(self.old), _environ_writes(self.new)
+
+    @functools.cached_property
+    def effects(self) -> tuple[list[tuple[str, frozenset[str], str, str]], list[tuple[str, frozenset[str], str, str]]]:
+        """:func:`_effects` of each side (once per plan)."""
+        return _effects(self.old), _effects(self.new)
+
+    def describes(self, row: _Row, module: str) -> bool:
+        return self.describes_key(row.key, module)
+
+    def describes_key(self, key: str, module: str) -> bool:
+        return (self.rows is None or key in self.rows) and (self.modules is None or module in self.modules)
+
+
+def _diff_reasons(row: _Row, module: str, head: str, sides: _Sides, source: Path | None = None) -> list[Reason]:
+    """What changed between the two sides under each node ``row`` lists (its transitive
+    static digest: the expression a global is bound to, a rebinding under module-level
+    control flow, a helper added below it), and in the module-level statements binding the
+    name the entry is reached by (``head``: an instance, a builder's call) and the
+    module-level names they read."""
+    from flydeps.static.diff import _changed_nodes
+
+    old, new = sides.old, sides.new
+    out = []
+    for nid, part in row.detail["nodes"].items():
+        if not isinstance(part, list):
+            continue
+        before, after = old.digests.get(nid), new.digests.get(nid)
+        if before == after:
+            continue
+        kind = _WORDS.get(part[2], "helper") if len(part) > 2 and isinstance(part[2], str) else "helper"
+        if before is None or after is None:
+            node = new.graph.nodes.get(nid) or old.graph.nodes.get(nid)
+            where = str(node.location) if node is not None and node.location else ""
+            what = "added" if before is None else "removed"
+            out.append(Reason(kind, f"{where + ' ' if where else ''}{kind} {nid} {what} {sides.said}", nid, where))
+            continue
+        for changed, what in _changed_nodes(old.graph, new.graph, nid):
+            node = new.graph.nodes.get(changed) or old.graph.nodes.get(changed)
+            where = str(node.location) if node is not None and node.location else ""
+            word = _WORDS.get(node.kind.value, "helper") if node is not None else "helper"
+            out.append(
+                Reason(word, f"{where + ' ' if where else ''}{word} {changed} {what} {sides.said}", changed, where)
+            )
+    read = {name for name, _value in row.reads if not name.startswith(_DERIVED)}
+    before_writes, after_writes = sides.writes
+    for name in sorted(read):
+        was_w = (before_writes.get(name), before_writes.get("*"))
+        now_w = (after_writes.get(name), after_writes.get("*"))
+        if [w and w[0] for w in was_w] != [w and w[0] for w in now_w]:  # the statements, not their lines
+            where = (now_w[0] or now_w[1] or was_w[0] or was_w[1] or ("", ""))[1]
+            text = (
+                f"{where + ' ' if where else ''}environ module-level write of os.environ[{name!r}] "
+                f"(the build's trace read it) changed {sides.said}"
+            )
+            out.append(Reason("environ", text, f"os.environ[{name!r}]", where))
+    mods = {nid.partition(":")[0] for nid in row.detail["nodes"] if ":" in nid} | {module}
+    mods |= {m.rpartition(".")[0] for m in list(mods) if "." in m}  # a package's __init__ runs first
+    for m in list(mods):
+        while "." in m:
+            mods.add(m := m.rpartition(".")[0])
+    old_effects, new_effects = (
+        sorted((m, d, w) for m, touched, d, w in side if touched & mods) for side in sides.effects
+    )
+    if [(m, d) for m, d, _w in old_effects] != [(m, d) for m, d, _w in new_effects]:
+        gone = [e for e in old_effects if (e[0], e[1]) not in {(m, d) for m, d, _w in new_effects}]
+        came = [e for e in new_effects if (e[0], e[1]) not in {(m, d) for m, d, _w in old_effects}]
+        first = (came or gone)[0]
+        text = (
+            f"{first[2]} module-level code of {first[0]} that acts on other objects (an attribute or item "
+            f"set, a call) changed {sides.said}: what it does to a trace is not modeled"
+        )
+        out.append(Reason("global", text, f"{first[0]}#import-time", first[2]))
+    if head:
+        was, now = _binding(sides.old_source(module), head), _binding(sides.new_source(module), head)
+        if (was and was[0]) != (now and now[0]):  # the statements, not where they are
+            line = now[1] if now is not None else (was[1] if was is not None else 0)
+            depth = module.count(".") + (2 if source is not None and source.name == "__init__.py" else 1)
+            shown = "/".join(source.parts[-depth:]) if source is not None else module.replace(".", "/") + ".py"
+            where = f"{shown}:{line}" if line else ""
+            text = f"{where + ' ' if where else ''}{module}:{head} bound otherwise {sides.said}"
+            out.append(Reason("global", text, f"{module}:{head}", where))
+    return _ordered(out)
+
+
+_WRITERS = frozenset({"setdefault", "update", "pop", "popitem", "clear", "__setitem__", "__delitem__"})
+
+
+def _os_names(tree: object) -> tuple[set[str], set[str]]:
+    """The names a module binds to ``os`` (``import os as _os``) and to ``os.environ``
+    (``from os import environ as env``), anywhere in it."""
+    import ast
+
+    modules, environs = {"os"}, {"environ"}
+    for node in ast.walk(tree):  # type: ignore[arg-type]
+        if isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "os" and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            environs |= {a.asname or a.name for a in node.names if a.name == "environ"}
+    return modules, environs
+
+
+def _written_names(stmt: object, os_names: tuple[set[str], set[str]] = ({"os"}, {"environ"})) -> set[str]:
+    """The variables a module-level statement writes to ``os.environ`` (``*``: one it cannot
+    name, an ``update``, a computed key, ``os.putenv``); ``os_names``: :func:`_os_names`."""
+    import ast
+
+    modules, environs = os_names
+
+    def _environ_target(node: object) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "environ":
+            return isinstance(node.value, ast.Name) and node.value.id in modules
+        return isinstance(node, ast.Name) and node.id in environs
+
+    names: set[str] = set()
+
+    def key(expr: object) -> str:
+        return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else "*"
+
+    for node in ast.walk(stmt):  # type: ignore[arg-type]
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Subscript) and _environ_target(target.value):
+                    names.add(key(target.slice))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if _environ_target(func.value) and func.attr in _WRITERS:
+                named = func.attr in ("setdefault", "pop", "__setitem__", "__delitem__") and node.args
+                names.add(key(node.args[0]) if named else "*")
+            elif func.attr in ("putenv", "unsetenv") and isinstance(func.value, ast.Name) and func.value.id in modules:
+                names.add(key(node.args[0]) if node.args else "*")
+    return names
+
+
+def _import_time_writes(tree: Any) -> list[tuple[str, Any]]:
+    """``(variable or *, statement)`` of each statement of a parsed module that writes
+    ``os.environ`` when the module is imported: module-level statements (in any ``if``/
+    ``try``/``with``/loop there) and class bodies; not function bodies (they run when called)."""
+    import ast
+
+    aliases = _os_names(tree)
+    out = []
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(stmt, ast.ClassDef):  # a class body runs on import, its methods do not
+            todo[:0] = stmt.body
+            continue
+        out += [(name, stmt) for name in sorted(_written_names(stmt, aliases))]
+    return out
+
+
+def _graph_modules(analysis: Analysis) -> list[Any]:
+    """:func:`.sources.module_closure`: the modules whose import-time code is scanned."""
+    from .sources import module_closure
+
+    return module_closure(analysis)
+
+
+def _effects(analysis: Analysis) -> list[tuple[str, frozenset[str], str, str]]:
+    """``(module, modules it may act on, statement dump, file:line)`` of each import-time
+    effect (:func:`_import_time_effects`) in the modules of ``analysis``' graph."""
+    import ast
+
+    out = []
+    for located in _graph_modules(analysis):
+        try:
+            tree = ast.parse(analysis.project.tree.read(located.path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        shown = located.location_path or located.path
+        for touched, stmt in _import_time_effects(tree, located.name, located.is_package):
+            out.append((located.name, touched, ast.dump(stmt), f"{shown}:{stmt.lineno}"))
+    return out
+
+
+def _environ_writes(analysis: Analysis) -> dict[str, tuple[str, str]]:
+    """Variable (or ``*``) -> (digest, ``file:line`` of the first) of the module-level
+    statements that write ``os.environ`` in the modules of ``analysis``' graph and their
+    packages: what importing them does to the environment a trace then reads."""
+    import ast
+
+    from blake3 import blake3
+
+    found: dict[str, list[tuple[str, str]]] = {}
+    for located in _graph_modules(analysis):
+        module = located.name
+        try:
+            tree = ast.parse(analysis.project.tree.read(located.path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        shown = located.location_path or located.path
+        for name, stmt in _import_time_writes(tree):
+            found.setdefault(name, []).append((f"{module}:{ast.dump(stmt)}", f"{shown}:{stmt.lineno}"))
+    out = {
+        name: (blake3("\n".join(d for d, _w in entries).encode()).hexdigest(), entries[0][1])
+        for name, entries in found.items()
+    }
+    return out
+
+
+def _without_docstrings(node: Any) -> Any:
+    """A copy of ``node`` whose function and class bodies have no docstring."""
+    import ast
+    import copy
+
+    node = copy.deepcopy(node)
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                inner.body = body[1:] or [ast.Pass()]
+    return node
+
+
+def _imported_modules(tree: Any, module: str, is_package: bool) -> dict[str, str]:
+    """Module-level name -> the module an import binds it to (``from . import m``: ``pkg.m``)."""
+    import ast
+
+    from .sources import imported_base
+
+    package = module if is_package else module.rpartition(".")[0]
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.partition(".")[0]] = a.name if a.asname else a.name.partition(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = imported_base(package, node.level, node.module)
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = f"{base}.{a.name}" if node.module is None or node.level else base
+    return out
+
+
+def _import_time_effects(tree: Any, module: str, is_package: bool) -> list[tuple[frozenset[str], Any]]:
+    """``(modules it may act on, statement)`` of each statement a module runs on import that acts
+    on other objects (an attribute or item set or deleted, an expression statement: a call):
+    what binds no name the static graph follows. Writes of ``os.environ`` alone are left to
+    :func:`_import_time_writes` (judged per variable a trace read). The modules: this one and
+    those its imports bind the names the statement reads (``memops.PAD = 8``: ``...memops``)."""
+    import ast
+
+    imported = _imported_modules(tree, module, is_package)
+    aliases = _os_names(tree)
+    out = []
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            todo[:0] = stmt.body
+            continue
+        if isinstance(stmt, (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try)) or type(
+            stmt
+        ).__name__ in ("TryStar", "Match"):
+            nested = [getattr(stmt, f, []) or [] for f in ("body", "orelse", "finalbody")]
+            nested += [h.body for h in getattr(stmt, "handlers", []) or []]
+            nested += [c.body for c in getattr(stmt, "cases", []) or []]
+            todo[:0] = [s for block in nested for s in block]
+            continue
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                continue  # a docstring, a bare literal
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = stmt.targets if isinstance(stmt, (ast.Assign, ast.Delete)) else [stmt.target]
+            if all(isinstance(t, ast.Name) for t in targets) or all(
+                isinstance(t, (ast.Name, ast.Tuple, ast.List, ast.Starred))
+                and all(
+                    isinstance(n, ast.Name)
+                    for n in ast.walk(t)
+                    if isinstance(n, ast.expr) and not isinstance(n, (ast.Tuple, ast.List, ast.Starred))
+                )
+                for t in targets
+            ):
+                continue  # binds names: the graph follows them
+        else:
+            continue
+        if (
+            _written_names(stmt, aliases)
+            and isinstance(stmt, ast.Expr) is False
+            and all(isinstance(t, ast.Subscript) for t in getattr(stmt, "targets", [getattr(stmt, "target", None)]))
+        ):
+            continue  # os.environ[...] = ...: per variable
+        if isinstance(stmt, ast.Expr) and _written_names(stmt, aliases):
+            func = stmt.value.func if isinstance(stmt.value, ast.Call) else None
+            if isinstance(func, ast.Attribute) and (func.attr in _WRITERS or func.attr in ("putenv", "unsetenv")):
+                continue  # os.environ.setdefault(...), os.putenv(...): per variable
+        touched = {module} | {imported[n.id] for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in imported}
+        out.append((frozenset(touched), stmt))
+    return out
+
+
+def _binding(source: bytes | None, name: str) -> tuple[str, int] | None:
+    """``(digest of the module-level statements binding name, the first one's line)``, with the
+    conditions around them (``if``/``match``/loops/``except``), following the module-level names
+    those statements and conditions read; a ``def``/``class`` counts by its code without
+    docstrings (a class's ``__init__`` makes the instance an entry is reached by), a class
+    with the module-level names it reads (its bases, a global its ``__init__`` reads). None
+    when the source is missing or does not parse."""
+    import ast
+
+    if source is None:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    # name -> [(the conditions around the statement, the statement)]
+    binders: dict[str, list[tuple[tuple[ast.AST, ...], ast.stmt]]] = {}
+
+    def bound(stmt: ast.stmt) -> set[str]:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return {stmt.name}
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return {(a.asname or a.name).partition(".")[0] for a in stmt.names}
+        found = set()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.add(node.id)
+        return found
+
+    def visit(body: list[ast.stmt], around: tuple[ast.AST, ...]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.If, ast.While)):
+                for part in (stmt.body, stmt.orelse):
+                    visit(part, (*around, stmt.test))
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                for part in (stmt.body, stmt.orelse):
+                    visit(part, (*around, stmt.target, stmt.iter))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                visit(stmt.body, (*around, *stmt.items))
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                for field_name in ("body", "orelse", "finalbody"):
+                    visit(getattr(stmt, field_name, []) or [], around)
+                for handler in getattr(stmt, "handlers", []) or []:
+                    visit(handler.body, (*around, handler))
+            elif type(stmt).__name__ == "Match":  # Python 3.10+
+                for case in stmt.cases:  # type: ignore[attr-defined]
+                    visit(case.body, (*around, stmt.subject, case.pattern, *([case.guard] if case.guard else [])))  # type: ignore[attr-defined]
+            else:
+                for n in bound(stmt):
+                    binders.setdefault(n, []).append((around, stmt))
+
+    visit(tree.body, ())
+    if name not in binders:
+        return None
+    todo, done, first = [name], set(), 0
+    parts: list[str] = []
+
+    def reads(node: ast.AST) -> list[str]:
+        return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+    while todo:
+        current = todo.pop()
+        if current in done or current not in binders:
+            continue
+        done.add(current)
+        for around, stmt in binders[current]:
+            if current == name:  # where the name itself is bound
+                first = stmt.lineno if not first else min(first, stmt.lineno)
+            parts += [f"when {ast.dump(c)}" for c in around]
+            for condition in around:
+                todo += reads(condition)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # its code (a builder's body: what the graph of the row may not hold); what it
+                # reads are nodes of the graph (its closures', its callees')
+                parts.append(ast.dump(_without_docstrings(stmt)))
+                continue
+            if isinstance(stmt, ast.ClassDef):
+                # its code (its __init__), and the module-level names it reads (its bases, a
+                # global its __init__ reads); a local name that shadows one is followed too
+                parts.append(ast.dump(_without_docstrings(stmt)))
+            else:
+                parts.append(ast.dump(stmt))
+            todo += reads(stmt)
+    from blake3 import blake3
+
+    return blake3("\n".join(parts).encode()).hexdigest(), first
+
+
+def _static_now(files: Sequence[Path], roots: Sequence[Path]) -> Analysis:
     from flydeps.static import analyze
 
-    analysis = analyze([str(f) for f in files], roots=[str(r) for r in roots])
-    return analysis.graph, [f"{d.path}:{d.line}: {d.message}" for d in analysis.diagnostics]
+    return analyze([str(f) for f in files], roots=[str(r) for r in roots])
 
 
-def _static_since(
-    files: Sequence[Path], roots: Sequence[Path], since: str
-) -> tuple[DepGraph, dict[str, str], list[str]]:
-    """The working tree's graph and the nodes that changed since ``since`` (id -> what)."""
+def _snapshot_sides(directory: Path, now: Analysis, sources: Mapping[str, Path]) -> tuple[_Sides | None, str | None]:
+    """The build's source snapshot against the working tree (``now``), or None and why not."""
+    from flydeps.static import analyze
+
+    from . import sources as _sources
+
+    try:
+        snap = _sources.load(directory)
+    except _sources.SnapshotError as error:
+        return None, f"{error}: nodes the static analysis values as expressions are not judged"
+    if snap is None:
+        return None, (
+            f"{directory} has no source snapshot ({_sources.SOURCES_NAME}, written by `flydeps aot build` since "
+            "this version): a global bound to an expression or rebound under module-level control flow is not "
+            "judged; run the build again (what it serves is not rebuilt), or plan with --since REV"
+        )
+    old = analyze(list(snap.targets), roots=list(snap.roots), tree=snap.tree(), use_cache=False)
+    by_module = {m: snap.read(t) for m, t in _snapshot_files(snap).items()}
+
+    def new_source(module: str) -> bytes | None:
+        path = sources.get(module)
+        try:
+            return path.read_bytes() if path is not None else None
+        except OSError:
+            return None
+
+    return _Sides(old, now, "since the build", by_module.get, new_source, snap.rows, snap.modules), None
+
+
+def _snapshot_files(snap: Any) -> dict[str, str]:
+    """module name -> the snapshot's path of its file (its targets)."""
+    out = {}
+    for target in snap.targets:
+        for root in snap.roots:
+            rel = os.path.relpath(target, root)
+            if rel.startswith(".."):
+                continue
+            parts = rel[: -len(".py")].split(os.sep)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = target
+    return out
+
+
+def _static_since(files: Sequence[Path], roots: Sequence[Path], since: str) -> _Sides:
+    """Revision ``since`` against the working tree's tracked files."""
     from flydeps.static.analyze import analyze
     from flydeps.static.diff import GitError, GitTree, TrackedTree, repo_root
 
@@ -456,18 +935,26 @@ def _static_since(
     paths, rels = [rel(f) for f in files], [rel(r) for r in roots]
     old = analyze(paths, roots=rels, tree=old_tree)
     new = analyze(paths, roots=rels, tree=new_tree)
-    changed: dict[str, str] = {}
-    for nid, node in new.graph.nodes.items():
-        before = old.graph.nodes.get(nid)
-        if before is None:
-            changed[nid] = "added"
-        elif before.digest != node.digest and _comparable(new.graph, nid):
-            changed[nid] = "changed"
-    for nid in old.graph.nodes:
-        if nid not in new.graph.nodes:
-            changed[nid] = "removed"
-    diagnostics = sorted({f"{d.path}:{d.line}: {d.message}" for d in (*old.diagnostics, *new.diagnostics)})
-    return new.graph, changed, diagnostics
+    by_module = {}
+    for f in files:
+        for r in roots:
+            relative = os.path.relpath(f.resolve(), r.resolve())
+            if not relative.startswith(".."):
+                parts = relative[: -len(".py")].split(os.sep)
+                by_module[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = rel(f)
+                break
+
+    def reader(tree: Any) -> Callable[[str], bytes | None]:
+        def read(module: str) -> bytes | None:
+            path = by_module.get(module)
+            try:
+                return tree.read(path) if path is not None else None
+            except (OSError, KeyError):
+                return None
+
+        return read
+
+    return _Sides(old, new, f"since {since}", reader(old_tree), reader(new_tree))
 
 
 # --- the plan ----------------------------------------------------------------------------
@@ -497,16 +984,30 @@ def plan(
     roots = [Path(r) for r in roots] or [Path.cwd()]
     sources = _module_files(named, roots)
     files = list(sources.values())
-    changed: dict[str, str] | None = None
+    sides: _Sides | None
     if since is None:
-        graph, diagnostics = _static_now(files, roots)
+        now = _static_now(files, roots)
+        sides, why_not = _snapshot_sides(directory, now, sources)
+        notes = [why_not] if why_not is not None else []
     else:
-        graph, changed, diagnostics = _static_since(files, roots, since)
+        sides = _static_since(files, roots, since)
+        now, notes = sides.new, []
+    analyses = (now,) if sides is None else (sides.old, sides.new)
+    diagnostics = sorted({f"{d.path}:{d.line}: {d.message}" for a in analyses for d in a.diagnostics})
     units = []
     for entry in named:
         for arch in asked:
             source = sources.get(entry.launcher.partition(":")[0])
-            units.append(_judge(entry, arch, rows, graph, changed, since, source))
+            units.append(_judge(entry, arch, rows, now.graph, sides, since, source))
+    if since is None and sides is not None:
+        other = sorted(
+            {u.row_key for u in units if u.row_key and not sides.describes_key(u.row_key, u.launcher.partition(":")[0])}
+        )
+        if other:
+            notes.append(
+                f"{len(other)} row(s) of {directory} were not built or served by the build that left its source "
+                "snapshot: judged by the digests they store only; build again, or plan with --since REV"
+            )
     return Plan(
         str(directory),
         str(manifest),
@@ -516,6 +1017,7 @@ def plan(
         tuple(units),
         unnamed,
         tuple(diagnostics),
+        tuple(notes),
     )
 
 
@@ -524,22 +1026,29 @@ def _judge(
     arch: str,
     rows: Sequence[_Row],
     graph: DepGraph,
-    changed: Mapping[str, str] | None,
+    sides: _Sides | None,
     since: str | None,
     source: Path | None = None,
 ) -> Unit:
     found = _candidates(entry, arch, rows, source)
     if not found:
         return Unit(entry.launcher, entry.where, arch, "missing")
+    module, _, qual = entry.launcher.partition(":")
+    head = qual.partition(".")[0]
     judged = []
     for row in found:
         env = _env_reasons(entry, row)
-        nodes = _node_reasons(row, graph, changed, since) + (_file_reasons(row) if changed is None else [])
+        nodes = _node_reasons(row, graph) + _file_reasons(row) if since is None else []
+        if sides is not None and sides.describes(row, module):
+            nodes = _ordered(nodes + _diff_reasons(row, module, head, sides, source))
         judged.append((bool(env), len(nodes), row, nodes + env))
     # a row with the entry's environment first, then the fewest changed nodes
     _, _, row, reasons = min(judged, key=lambda j: (j[0], j[1], j[2].key))
     status = "invalidated" if reasons else "present"
-    return Unit(entry.launcher, entry.where, arch, status, row.launcher, row.key, tuple(reasons))
+    unchecked: tuple[str, ...] = ()
+    if status == "present" and since is None and (sides is None or not sides.describes(row, module)):
+        unchecked = tuple(sorted(n for n in row.detail["nodes"] if n in graph.nodes and not _comparable(graph, n)))
+    return Unit(entry.launcher, entry.where, arch, status, row.launcher, row.key, tuple(reasons), unchecked)
 
 
 # --- output and the CLI --------------------------------------------------------------------
@@ -555,8 +1064,9 @@ def render_text(result: Plan) -> str:
     lines = [head]
     if result.absent_arches:
         lines.append(f"arches with no specialization in {result.directory}: {', '.join(result.absent_arches)}")
-    lines += [u.line() for u in result.units if u.status != "present"]
+    lines += [u.line() for u in result.units if u.status != "present" or u.unchecked]
     lines += [f"not buildable (no cross-process name): {line}" for line in result.unnamed]
+    lines += [f"note: {line}" for line in result.notes]
     return "\n".join(lines) + "\n"
 
 
@@ -580,11 +1090,13 @@ def render_json(result: Plan) -> str:
                 "reasons": [
                     {"kind": r.kind, "node": r.node, "location": r.location, "text": r.text} for r in u.reasons
                 ],
+                "unchecked": list(u.unchecked),
             }
             for u in result.units
         ],
         "unnamed": list(result.unnamed),
         "diagnostics": list(result.diagnostics),
+        "notes": list(result.notes),
     }
     return json.dumps(doc, indent=2) + "\n"
 

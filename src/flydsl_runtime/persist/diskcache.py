@@ -58,11 +58,7 @@ def _read(directory: Path, name: str) -> Any:
     """The artifact file ``name`` in ``directory``, unpickled from the descriptor whose
     directory and file were checked; ``FileNotFoundError`` when missing,
     :class:`flydeps.store.memofile.Untrusted` when refused."""
-    dir_fd, info = _memofile.open_dir(directory, shared=True)
-    try:
-        fd, _checked = _memofile.open_entry(name, dir_fd, _memofile.trusted_owners(info), where=directory)
-    finally:
-        os.close(dir_fd)
+    fd = _memofile.open_shared_entry(directory, name)
     with os.fdopen(fd, "rb") as file:
         return pickle.load(file)
 
