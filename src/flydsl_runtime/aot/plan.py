@@ -479,6 +479,11 @@ class _Sides:
         return _environ_writes(self.old), _environ_writes(self.new)
 
     @functools.cached_property
+    def unmodeled(self) -> tuple[_Unmodeled, _Unmodeled]:
+        """:func:`_unmodeled` of each side (once per plan)."""
+        return _unmodeled(self.old), _unmodeled(self.new)
+
+    @functools.cached_property
     def effects(self) -> tuple[list[tuple[str, frozenset[str], str, str]], list[tuple[str, frozenset[str], str, str]]]:
         """:func:`_effects` of each side (once per plan)."""
         return _effects(self.old), _effects(self.new)
@@ -537,6 +542,7 @@ def _diff_reasons(row: _Row, module: str, head: str, sides: _Sides, source: Path
     for m in list(mods):
         while "." in m:
             mods.add(m := m.rpartition(".")[0])
+    out += _unmodeled_reasons(mods, sides)
     old_effects, new_effects = (
         sorted((m, d, w) for m, touched, d, w in side if touched & mods) for side in sides.effects
     )
@@ -628,6 +634,63 @@ def _import_time_writes(tree: Any) -> list[tuple[str, Any]]:
             todo[:0] = stmt.body
             continue
         out += [(name, stmt) for name in sorted(_written_names(stmt, aliases))]
+    return out
+
+
+@dataclass(frozen=True)
+class _Unmodeled:
+    """A side's modules: those its graph holds nodes of, the import edges among the project
+    modules they may import, and each one's code digest (docstrings, comments and layout
+    aside) with its path."""
+
+    modeled: frozenset[str]
+    edges: Mapping[str, frozenset[str]]
+    digests: Mapping[str, tuple[str, str]]
+
+
+def _unmodeled(analysis: Analysis) -> _Unmodeled:
+    import ast
+
+    from blake3 import blake3
+
+    from .sources import import_edges
+
+    digests = {}
+    for located in _graph_modules(analysis):
+        try:
+            tree = ast.parse(analysis.project.tree.read(located.path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        code = ast.dump(_without_docstrings(tree))
+        digests[located.name] = (blake3(code.encode()).hexdigest(), located.location_path or located.path)
+    modeled = frozenset(n.module for n in analysis.graph.nodes.values() if n.module)
+    return _Unmodeled(modeled, import_edges(analysis), digests)
+
+
+def _unmodeled_reasons(mods: set[str], sides: _Sides) -> list[Reason]:
+    """A project module that ``mods`` may import (directly or through other such modules) and
+    of which the static graph holds no node (what is read from it is not followed: an
+    ``import_module("m").X``, ``sys.modules["m"].X`` in a helper), whose code changed."""
+    old, new = sides.unmodeled
+    modeled = old.modeled | new.modeled
+    reach: set[str] = set()
+    todo = list(mods)
+    while todo:
+        name = todo.pop()
+        for target in old.edges.get(name, frozenset()) | new.edges.get(name, frozenset()):
+            if target not in modeled and target not in reach:
+                reach.add(target)
+                todo.append(target)
+    out = []
+    for name in sorted(reach):
+        was, now = old.digests.get(name), new.digests.get(name)
+        if (was and was[0]) != (now and now[0]):
+            where = (now or was or ("", ""))[1]
+            text = (
+                f"{where} module {name} changed {sides.said}: a module the row's code may import, "
+                "whose reads the static graph does not follow"
+            )
+            out.append(Reason("global", text, name, where))
     return out
 
 

@@ -154,16 +154,53 @@ def imported_base(package: str, level: int, module: str | None) -> str:
     return ".".join(p for p in (*parts, *([base] if base else [])) if p)
 
 
+def module_imports(tree: Any, name: str, is_package: bool) -> list[str]:
+    """The modules a parsed module ``name`` may import, anywhere in it: ``import``/``from``
+    statements (each name of a ``from`` as a submodule too, if it is one), and lookups by a
+    constant name (``importlib.import_module("m")``, ``__import__("m")``, ``sys.modules["m"]``)."""
+    import ast
+
+    package = name if is_package else name.rpartition(".")[0]
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = imported_base(package, node.level, node.module)
+            out.append(base)
+            out += [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                out.append(node.args[0].value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "modules":
+                if isinstance(node.slice.value, str):
+                    out.append(node.slice.value)
+    return [m for m in out if m]
+
+
 def module_closure(analysis: Any) -> list[Any]:
-    """The module files (``ModuleFile``) whose import-time code may act on a trace of
-    ``analysis``' graph: its nodes' modules, their packages (an ``__init__`` runs first), and,
-    transitively, the project modules those import at module level (``import kernels.patches``
-    in a package's ``__init__``); read through ``analysis``' tree."""
+    """The module files (``ModuleFile``) whose code may act on a trace of ``analysis``' graph:
+    its nodes' modules, their packages (an ``__init__`` runs first), and, transitively, the
+    project modules those may import (:func:`module_imports`: ``import kernels.patches`` in a
+    package's ``__init__``, ``import_module("m")`` in a helper); read through ``analysis``' tree."""
+    return list(_closure(analysis)[0].values())
+
+
+def import_edges(analysis: Any) -> dict[str, frozenset[str]]:
+    """Module -> the project modules it may import (:func:`module_imports`), over the closure."""
+    return _closure(analysis)[1]
+
+
+def _closure(analysis: Any) -> tuple[dict[str, Any], dict[str, frozenset[str]]]:
     import ast
 
     project = analysis.project
     todo = sorted({n.module for n in analysis.graph.nodes.values() if n.module})
     seen: dict[str, Any] = {}
+    edges: dict[str, frozenset[str]] = {}
     while todo:
         name = todo.pop()
         if name in seen:
@@ -178,17 +215,11 @@ def module_closure(analysis: Any) -> list[Any]:
             tree = ast.parse(project.tree.read(found.path))
         except (OSError, SyntaxError, ValueError):
             continue
-        package = name if found.is_package else name.rpartition(".")[0]
-        for stmt in ast.walk(tree):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            if isinstance(stmt, ast.Import):
-                todo += [a.name for a in stmt.names]
-            elif isinstance(stmt, ast.ImportFrom):
-                base = imported_base(package, stmt.level, stmt.module)
-                todo.append(base)
-                todo += [f"{base}.{a.name}" for a in stmt.names if a.name != "*"]  # a submodule, if one
-    return [found for _name, found in sorted(seen.items()) if found is not None]
+        imported = module_imports(tree, name, found.is_package)
+        edges[name] = frozenset(imported)
+        todo += imported
+    located = {name: found for name, found in sorted(seen.items()) if found is not None}
+    return located, {name: frozenset(m for m in targets if m in located) for name, targets in edges.items()}
 
 
 def write(out: Path, modules: Iterable[str], rows: Iterable[str]) -> Path | None:
