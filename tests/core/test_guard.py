@@ -250,3 +250,86 @@ def test_namespace_checks_of_single_names_and_absent_names(pkg, namespace_tier) 
     del mod.len
     assert guard.check()
     assert fp.refresh().digest == fp.digest
+
+
+# -- the check is generated on first use ------------------------------------------------
+# A new process's first call needs a fingerprint (its key), not a guard: the guard keeps
+# what the walk expected and generates its check when it is first read. What it answers
+# must not depend on when that is.
+
+
+def _generations(monkeypatch) -> list[int]:
+    from flydeps.keys import guard as guard_module
+
+    made: list[int] = []
+    real = guard_module._compile_check
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(guard_module, "_compile_check", counting)
+    return made
+
+
+def test_guard_generates_its_check_on_first_use_only(mod, monkeypatch) -> None:
+    made = _generations(monkeypatch)
+    _, guard = guard_of(mod.Sub.run, owner=mod.Sub)
+    assert made == []  # built, not generated
+    check = guard.check
+    assert made == [1] and check is guard.check  # the generated function itself: no trampoline
+    assert check() and guard.check() and made == [1]
+    assert guard.fast_parts() is guard.fast_parts() and made == [1]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "mod.helper = lambda x: x",  # a global rebound
+        "mod.TABLE.append(4)",  # a container read in place
+        "mod.helper.__defaults__ = (5,)",  # a function attribute (audited)
+        "mod.Base.step = lambda self, x: -x",  # a class attribute along the MRO
+        "del mod.SCALE",  # a name gone
+    ],
+)
+def test_a_change_before_the_check_is_generated_is_seen(mod, monkeypatch, change) -> None:
+    made = _generations(monkeypatch)
+    _, guard = guard_of(mod.Sub.run, owner=mod.Sub)
+    exec(change, {"mod": mod})  # between the walk and the check's generation (watchers registered later)
+    assert made == []
+    assert not guard.check()
+    assert guard.changes()
+
+
+def test_a_change_before_the_fast_parts_are_read_is_seen(mod) -> None:
+    _, guard = guard_of(mod.make(3))
+    mod.helper = lambda x: x
+    guard.fast_parts()  # generates the check too (a C caller reads these first)
+    assert not guard.check()
+
+
+def test_threads_reading_a_new_guard_generate_one_check(mod, monkeypatch) -> None:
+    import threading
+
+    made = _generations(monkeypatch)
+    _, guard = guard_of(mod.Sub.run, owner=mod.Sub)
+    start = threading.Barrier(8)
+    seen: list[object] = []
+
+    def read() -> None:
+        start.wait()
+        seen.append(guard.check)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [1] and len({id(c) for c in seen}) == 1 and seen[0]()
+
+
+def test_a_misspelt_guard_attribute_is_an_attribute_error(mod) -> None:
+    _, guard = guard_of(mod.helper)
+    with pytest.raises(AttributeError, match="chekc"):
+        guard.chekc  # noqa: B018
+    assert guard.check()

@@ -29,6 +29,7 @@ and compare digests, and re-baseline with a new guard when they agree.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import is_, itemgetter
@@ -89,21 +90,49 @@ class Guard:
     bindings, so it runs only the checks that exist (no loops over empty tables, no
     flag tests, no attribute lookups on the guard)."""
 
-    __slots__ = ("_bindings", "_mutables", "_state", "check", "_fast")
+    __slots__ = ("_discovered", "_bindings", "_mutables", "_state", "check", "_fast")
+
+    check: Callable[[], bool]
+    _bindings: tuple[Binding, ...]
+    _fast: tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]
 
     def __init__(self, discovery: Discovery) -> None:
-        self._bindings: tuple[Binding, ...] = _dedupe(discovery.bindings)
+        # Only the discovery's own records are kept here: what they expect was fixed by the
+        # walk. The check is generated on first use (:meth:`_materialize`, reached through
+        # ``__getattr__`` when the ``check`` slot is still empty), so a new process's first
+        # call, which needs a key and not a guard, does not pay for it; a caller reading
+        # ``guard.check`` gets the generated function itself, never a trampoline.
+        self._discovered: Sequence[Binding] = discovery.bindings
         self._mutables: tuple[tuple[str, MutableWatch], ...] = discovery.mutables
-        _audit.install()
         # [watch version, audit generation] as last seen valid; re-baselined by check()
         # Start from values no counter ever has: the first check() compares every binding
         # with what discovery saw, so a change between discovery and the watchers'
-        # registration cannot slip through.
+        # registration (here, or later when the check is generated) cannot slip through.
         self._state = [-1, -1]
-        kinds = _by_kind(self._bindings)
-        plan = _tag_plan(kinds[BindingKind.DICT], self._mutables)
-        self.check = _compile_check(kinds, self._mutables, self._state, plan)
-        self._fast = _fast_parts(kinds, plan)
+
+    def __getattr__(self, name: str) -> object:
+        # Only for attributes not set yet: these three before the first use.
+        if name not in ("check", "_fast", "_bindings"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._materialize()
+        return object.__getattribute__(self, name)
+
+    def _materialize(self) -> None:
+        """Generate the check and the fast parts (once; under a lock: a guard is shared by
+        the threads calling one launcher)."""
+        with _materializing:
+            try:
+                object.__getattribute__(self, "check")
+                return  # another thread did
+            except AttributeError:
+                pass
+            _audit.install()
+            self._bindings = _dedupe(self._discovered)
+            kinds = _by_kind(self._bindings)
+            plan = _tag_plan(kinds[BindingKind.DICT], self._mutables)
+            check = _compile_check(kinds, self._mutables, self._state, plan)
+            self._fast = _fast_parts(kinds, plan)
+            self.check = check  # last: a thread reading ``check`` unlocked sees it only when complete
 
     def fast_parts(self) -> tuple[tuple[object, ...], tuple[object, ...], bool, tuple[dict, ...] | None]:
         """``(cells, expected, fast, nsdicts)`` for a C caller that skips :meth:`check`
@@ -136,6 +165,8 @@ class Guard:
     def __repr__(self) -> str:
         return f"<Guard {len(self._bindings)} bindings, {len(self._mutables)} mutable values>"
 
+
+_materializing = threading.RLock()
 
 _TagPlan = tuple[tuple[dict, ...] | None, tuple[MutableWatch, ...], tuple[MutableWatch, ...]]
 

@@ -344,7 +344,7 @@ class MissPath(DependencyStates):
         # An instance keyed by its state in the row, by identity here: its state,
         # as the row's key read it, must still hold on a hit (as after a trace).
         self_fp = persistent.self_fp
-        guarded = (*extra, self._instance_state(bound_self)) if self_fp is not None else extra
+        guarded = (*extra, self._instance_state(bound_self, taken=self_fp)) if self_fp is not None else extra
         pinned_self = bound_self if self_fp is not None else None
         entry = Entry(
             spelled,
@@ -528,7 +528,7 @@ class MissPath(DependencyStates):
         key, why_not = index.key_or_reason(self._name, described)
         return _Persistent(key, why_not, described, self_fp, bound_self if self_fp is not None else None, keyed)
 
-    def _instance_state(self, instance: object) -> tuple[Fingerprint, Guard]:
+    def _instance_state(self, instance: object, taken: Fingerprint | None = None) -> tuple[Fingerprint, Guard]:
         """The fingerprint of a bound ``instance`` keyed by its state, and its guard: taken
         once, then reused while the guard holds (the same identity checks a warm call makes
         of a launcher's own state: any attribute rebound, any container within the snapshot
@@ -536,9 +536,11 @@ class MissPath(DependencyStates):
         A serving process calling an instance's launcher with many specializations, and the
         one-probe-per-pair of ``flydeps aot build``, walk the instance once, not per miss.
         The last :data:`_INSTANCES_KEPT` instances are kept (alive: their entries pin them
-        anyway)."""
+        anyway). ``taken``: the fingerprint this call took of it (the persistent key's), whose
+        guard is reused unchecked: its first check, on the next call, compares every binding
+        with what that fingerprint saw (a new process's first call does not generate it)."""
         kept = self._instances.get(id(instance))
-        if kept is not None and kept[0] is instance and kept[2].check():
+        if kept is not None and kept[0] is instance and (kept[1] is taken or kept[2].check()):
             return kept[1], kept[2]
         state = fingerprint(instance)
         guard = state.guard()
