@@ -115,6 +115,16 @@ def _plan(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str
     return code, out, err
 
 
+def _built_then_edited(tmp_path: Path, src: Path, file: str, text: str) -> tuple[Path, Path, Path]:
+    """``src`` built into ``tmp_path/out``, then copied to ``tmp_path/edited`` with ``file``
+    rewritten to ``text``; with the manifest of :data:`ENTRIES`: ``(out, edited, manifest)``."""
+    out, edited = tmp_path / "out", tmp_path / "edited"
+    _build(src, out, tmp_path / "cache")
+    shutil.copytree(src, edited)
+    (edited / file).write_text(text)
+    return out, edited, _manifest(tmp_path / "m.jsonl", ENTRIES)
+
+
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{path}: {old!r} not found"
@@ -519,12 +529,7 @@ def test_a_module_read_by_a_constant_name_lookup_invalidates(tmp_path: Path, cap
         "        pitch = (width + pad - 1) // pad * pad",
     )
     (src / "kernels/realworld/_consts.py").write_text("PAD = 4\n")
-    out = tmp_path / "out"
-    _build(src, out, tmp_path / "cache")
-    edited = tmp_path / "edited"
-    shutil.copytree(src, edited)
-    (edited / "kernels/realworld/_consts.py").write_text("PAD = 8\n")
-    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    out, edited, manifest = _built_then_edited(tmp_path, src, "kernels/realworld/_consts.py", "PAD = 8\n")
     code, text, _ = _plan(
         "--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--format", "json", capsys=capsys
     )
@@ -541,3 +546,50 @@ def test_a_module_read_by_a_constant_name_lookup_invalidates(tmp_path: Path, cap
     (edited / "kernels/realworld/_consts.py").write_text("PAD = 4  # the pad\n")
     code, text, _ = _plan("--manifest", str(manifest), "--out", str(out), "--root", str(edited), capsys=capsys)
     assert text.splitlines()[0] == f"aot plan for {out}: 6 present, 0 invalidated, 0 missing (of 6)", text
+
+
+def test_a_module_outside_the_project_makes_the_rows_reading_it_unchecked(tmp_path: Path, capsys) -> None:
+    """memops puts a vendored directory on ``sys.path`` and imports ``PAD`` from a module
+    there: neither the static digests nor the source snapshot hold that module's code, so
+    an edit of it must not leave the rows reading it plainly present. They are ``unchecked``
+    (``--exit-code`` fails) and named with the import; with the directory given as a root
+    they are judged (invalidated). The oracle: FlyDSL's IR keys of the spec built from the
+    edited copy."""
+    if not os.environ.get("ROCM_PATH"):
+        pytest.fail("no ROCm compile root: run .ci/setup_rocm.sh (installs lld-19 and rocm-device-libs)")
+    src = _source(tmp_path / "src")
+    memops = src / "kernels/realworld/memops.py"
+    vendored = src / "kernels/realworld/_vendor"
+    vendored.mkdir()
+    (vendored / "rowcfg.py").write_text("PAD = 4\n")
+    _edit(
+        memops,
+        "PAD = 4\n",
+        'import sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), "_vendor"))\n'
+        "from rowcfg import PAD  # noqa: E402\n",
+    )
+    out, edited, manifest = _built_then_edited(tmp_path, src, "kernels/realworld/_vendor/rowcfg.py", "PAD = 8\n")
+    argv = ("--manifest", str(manifest), "--out", str(out), "--root", str(edited))
+    code, text, _ = _plan(*argv, "--format", "json", "--exit-code", capsys=capsys)
+    doc = json.loads(text)
+    assert code == 1
+    unjudged = {u["row_launcher"] for u in doc["units"] if u["unchecked"]}
+    for unit in doc["units"]:
+        if unit["unchecked"]:
+            assert unit["unchecked"] == ["rowcfg (kernels/realworld/memops.py:17)"] or all(
+                entry.startswith("rowcfg (") and "memops.py:" in entry for entry in unit["unchecked"]
+            ), unit
+            assert "outside the project" in unit["unchecked_why"] and "--root" in unit["unchecked_why"]
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    stale_present = {u["row_launcher"] for u in doc["units"] if u["status"] == "present" and not u["unchecked"]}
+    assert changed and not (changed & stale_present), (changed, stale_present)
+    assert changed <= unjudged | {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
+    _code, text, _ = _plan(*argv, capsys=capsys)
+    assert "unchecked" in text and "rowcfg (" in text, text
+    # the directory given as a root: judged, every row whose IR changed invalidated
+    code, text, _ = _plan(*argv, "--root", str(edited / "kernels/realworld/_vendor"), "--format", "json", capsys=capsys)
+    doc = json.loads(text)
+    stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
+    assert changed <= stale and not any(u["unchecked"] for u in doc["units"]), doc["units"]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the call graph is imported only by the runs that ask for it
     from .calls.facts import FlowFacts
     from .calls.result import CallGraph
 
-__all__ = ["Analysis", "analyze", "split_target"]
+__all__ = ["Analysis", "analyze", "outside_imports", "split_target"]
 
 log = logging.getLogger("flydeps.static")
 
@@ -248,7 +248,7 @@ def _build(
         Diagnostic(
             path,
             line,
-            f"import {name}: neither a module of the project nor installed; if it is your package, "
+            f"import {name}: {_OUTSIDE}; if it is your package, "
             "declare its directory (pyproject package-dir, src/) or pass --root DIR; if it is a "
             f"library, install it or name it in FLYDEPS_ASSUME_INSTALLED={name}",
         )
@@ -262,6 +262,25 @@ def _build(
         missing += bound_diagnostics(call_graph, lambda m: getattr(found(m), "path", None), MAX_VALUES)
     all_diagnostics = tuple(sorted(set(diagnostics) | set(loader.diagnostics) | set(problems) | set(missing)))
     return Analysis(graph, all_diagnostics, project, digests, call_graph)
+
+
+#: What the diagnostic of an import of a module neither in the project nor installed says
+#: (an import not under ``try: ... except ImportError``): ``import NAME: <this>; ...``.
+_OUTSIDE = "neither a module of the project nor installed"
+
+
+def outside_imports(analysis: Analysis) -> dict[str, str]:
+    """The top-level modules ``analysis`` found imported (not as an optional import) that are
+    neither a module of the project nor installed, each with ``path:line`` of its first
+    import: code the analysis could not read (a directory put on ``sys.path`` at run time,
+    a ``PYTHONPATH`` entry, a package outside the roots). What they bind is an ``unresolved``
+    node whose detail starts with ``"<name> is neither a module of the project"``."""
+    out: dict[str, str] = {}
+    for d in analysis.diagnostics:
+        head, sep, rest = d.message.partition(": ")
+        if sep and head.startswith("import ") and rest.startswith(_OUTSIDE):
+            out.setdefault(head[len("import ") :], f"{d.path}:{d.line}")
+    return out
 
 
 #: The reason the resolver gives a ``self.x`` that no class of the MRO defines.

@@ -86,6 +86,7 @@ from typing import Any
 
 from flydeps.errors import FlydepsError
 from flydeps.graph import DepGraph, NodeKind
+from flydeps.static.analyze import outside_imports
 from flydeps.static.results import Analysis
 
 from ..persist import index as _index
@@ -137,9 +138,12 @@ class Unit:
     row_launcher: str = ""  # the row's launcher (module.qualname), when one matched
     row_key: str = ""
     reasons: tuple[Reason, ...] = ()
-    # Nodes of a present unit's row this plan could not judge: bound to an expression (no
-    # value to compare with the row's digest) where no source snapshot of the build covers it.
+    # What of a present unit's row this plan could not judge: nodes bound to an expression (no
+    # value to compare with the row's digest) where no source snapshot of the build covers
+    # them, and modules the row's code imports that are outside the project and not installed
+    # (``unchecked_why`` says which).
     unchecked: tuple[str, ...] = ()
+    unchecked_why: str = "not judged without the build's source snapshot"
 
     def line(self) -> str:
         head = f"{self.status:11} {self.launcher} [{self.arch}] ({self.where})"
@@ -151,7 +155,7 @@ class Unit:
             )
             return (
                 f"{'unchecked':11} {self.launcher} [{self.arch}] ({self.where}): present by every digest this plan "
-                f"could compare; not judged without the build's source snapshot: {shown}"
+                f"could compare; {self.unchecked_why}: {shown}"
             )
         return f"{head}: " + "; ".join(r.text for r in self.reasons)
 
@@ -1057,11 +1061,12 @@ def plan(
         now, notes = sides.new, []
     analyses = (now,) if sides is None else (sides.old, sides.new)
     diagnostics = sorted({f"{d.path}:{d.line}: {d.message}" for a in analyses for d in a.diagnostics})
+    unseen = [(a.graph, found) for a in {id(a): a for a in analyses}.values() if (found := outside_imports(a))]
     units = []
     for entry in named:
         for arch in asked:
             source = sources.get(entry.launcher.partition(":")[0])
-            units.append(_judge(entry, arch, rows, now.graph, sides, since, source))
+            units.append(_judge(entry, arch, rows, now.graph, sides, since, source, unseen))
     if since is None and sides is not None:
         other = sorted(
             {u.row_key for u in units if u.row_key and not sides.describes_key(u.row_key, u.launcher.partition(":")[0])}
@@ -1092,6 +1097,7 @@ def _judge(
     sides: _Sides | None,
     since: str | None,
     source: Path | None = None,
+    unseen: Sequence[tuple[DepGraph, Mapping[str, str]]] = (),
 ) -> Unit:
     found = _candidates(entry, arch, rows, source)
     if not found:
@@ -1111,7 +1117,40 @@ def _judge(
     unchecked: tuple[str, ...] = ()
     if status == "present" and since is None and (sides is None or not sides.describes(row, module)):
         unchecked = tuple(sorted(n for n in row.detail["nodes"] if n in graph.nodes and not _comparable(graph, n)))
+    if status == "present" and not unchecked:
+        outside = _outside_reads(row, unseen)
+        if outside:
+            why = (
+                "its code imports modules outside the project that are not installed, which no digest covers "
+                "(give their directory as --root; a library: FLYDEPS_ASSUME_INSTALLED=NAME)"
+            )
+            return Unit(entry.launcher, entry.where, arch, status, row.launcher, row.key, (), outside, why)
     return Unit(entry.launcher, entry.where, arch, status, row.launcher, row.key, tuple(reasons), unchecked)
+
+
+def _outside_reads(row: _Row, unseen: Sequence[tuple[DepGraph, Mapping[str, str]]]) -> tuple[str, ...]:
+    """The modules outside the project (:func:`flydeps.static.analyze.outside_imports`) whose
+    names the code of ``row``'s nodes reaches, on either side, as ``name (file:line)``: an
+    edit there changes what the row's trace reads, and neither the static digests nor the
+    snapshot hold their code (a directory a module puts on ``sys.path``, a ``PYTHONPATH`` entry)."""
+    out: dict[str, str] = {}
+    for graph, outside in unseen:
+        edges = graph.out_edges()
+        todo = [n for n in row.detail["nodes"] if n in graph.nodes]
+        seen = set(todo)
+        while todo:
+            nid = todo.pop()
+            node = graph.nodes[nid]
+            if node.kind is NodeKind.UNRESOLVED:
+                name = node.detail.partition(" is neither a module of the project")
+                if name[1] and name[0] in outside:
+                    out.setdefault(name[0], f"{name[0]} ({outside[name[0]]})")
+                continue
+            for e in edges.get(nid, ()):
+                if e.dst not in seen:
+                    seen.add(e.dst)
+                    todo.append(e.dst)
+    return tuple(out[k] for k in sorted(out))
 
 
 # --- output and the CLI --------------------------------------------------------------------
@@ -1154,6 +1193,7 @@ def render_json(result: Plan) -> str:
                     {"kind": r.kind, "node": r.node, "location": r.location, "text": r.text} for r in u.reasons
                 ],
                 "unchecked": list(u.unchecked),
+                **({"unchecked_why": u.unchecked_why} if u.unchecked else {}),
             }
             for u in result.units
         ],
