@@ -10,6 +10,7 @@ IR keys say which specializations now trace to other IR.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -113,6 +114,22 @@ def _plan(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str
     code = aot_plan.run(cli._parser().parse_args(["aot", "plan", *argv]))  # the command's own options
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def _changed_ir(out: Path, edited: Path, tmp_path: Path) -> set[str]:
+    """The oracle: the launchers whose FlyDSL IR key differs between the rows of ``out`` and
+    those of the same spec built from ``edited``."""
+    _build(edited, tmp_path / "out2", tmp_path / "cache")
+    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
+    return {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+
+
+def _invalidated_by(doc: dict, node: str) -> set[str]:
+    """The row launchers a JSON plan invalidates, each of whose units names ``node``."""
+    for unit in doc["units"]:
+        if unit["status"] == "invalidated":
+            assert any(r["node"] == node for r in unit["reasons"]), unit
+    return {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
 
 
 def _built_then_edited(tmp_path: Path, src: Path, file: str, text: str) -> tuple[Path, Path, Path]:
@@ -339,6 +356,48 @@ def test_module_level_rebinding_and_an_instance_argument_invalidate_against_the_
     assert code == 0, text
 
 
+def test_a_snapshot_that_does_not_hold_the_rows_sources_is_not_used_for_them(
+    built: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    """A snapshot edited by hand (red team Y08: memops.py's bytes replaced by the edited
+    working-tree file, the rows list intact) agrees with the working tree, so a plan trusting
+    it would call the edit's rows present. Each row's stored digests are checked against the
+    snapshot's static digests first: the rows it does not describe are judged by their own
+    digests (invalidated, the helper named), with a note. The oracle: FlyDSL's IR keys."""
+    src, out = built
+    copy, edited = tmp_path / "out", tmp_path / "src"
+    shutil.copytree(out, copy)
+    shutil.copytree(src, edited)
+    memops = edited / "kernels/realworld/memops.py"
+    _edit(
+        memops, "        pitch = (width + PAD - 1) // PAD * PAD", "        pitch = (width + 2 * PAD - 1) // PAD * PAD"
+    )
+    doc = json.loads((copy / "aot-sources.json").read_text())
+    (name,) = [p for p in doc["files"] if p.endswith("kernels/realworld/memops.py")]
+    doc["files"][name] = base64.b64encode(memops.read_bytes()).decode("ascii")
+    (copy / "aot-sources.json").write_text(json.dumps(doc))
+    manifest = _manifest(tmp_path / "m.jsonl", ENTRIES)
+    code, text, _ = _plan(
+        "--manifest",
+        str(manifest),
+        "--out",
+        str(copy),
+        "--root",
+        str(edited),
+        "--exit-code",
+        "--format",
+        "json",
+        capsys=capsys,
+    )
+    plan = json.loads(text)
+    assert code == 1
+    stale = _invalidated_by(plan, "kernels.realworld.memops:row_pitch")
+    (note,) = [n for n in plan["notes"] if "does not hold the sources" in n]
+    assert "kernels.realworld.memops:row_pitch" in note, note
+    changed = _changed_ir(out, edited, tmp_path)
+    assert changed and changed <= stale, (changed, stale)
+
+
 def test_a_directory_without_a_source_snapshot_says_what_it_cannot_judge(
     built: tuple[Path, Path], tmp_path: Path, capsys
 ) -> None:
@@ -533,14 +592,8 @@ def test_a_module_read_by_a_constant_name_lookup_invalidates(tmp_path: Path, cap
     code, text, _ = _plan(
         "--manifest", str(manifest), "--out", str(out), "--root", str(edited), "--format", "json", capsys=capsys
     )
-    doc = json.loads(text)
-    stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
-    for unit in doc["units"]:
-        if unit["status"] == "invalidated":
-            assert any(r["node"] == "kernels.realworld._consts" for r in unit["reasons"]), unit
-    _build(edited, tmp_path / "out2", tmp_path / "cache")
-    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
-    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    stale = _invalidated_by(json.loads(text), "kernels.realworld._consts")
+    changed = _changed_ir(out, edited, tmp_path)
     assert NORMS <= changed <= stale, (changed, stale)
     # a comment in it changes nothing
     (edited / "kernels/realworld/_consts.py").write_text("PAD = 4  # the pad\n")
@@ -580,9 +633,7 @@ def test_a_module_outside_the_project_makes_the_rows_reading_it_unchecked(tmp_pa
                 entry.startswith("rowcfg (") and "memops.py:" in entry for entry in unit["unchecked"]
             ), unit
             assert "outside the project" in unit["unchecked_why"] and "--root" in unit["unchecked_why"]
-    _build(edited, tmp_path / "out2", tmp_path / "cache")
-    before, after = _ir_keys(out), _ir_keys(tmp_path / "out2")
-    changed = {launcher for (launcher, args), ir in before.items() if after[(launcher, args)] != ir}
+    changed = _changed_ir(out, edited, tmp_path)
     stale_present = {u["row_launcher"] for u in doc["units"] if u["status"] == "present" and not u["unchecked"]}
     assert changed and not (changed & stale_present), (changed, stale_present)
     assert changed <= unjudged | {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}

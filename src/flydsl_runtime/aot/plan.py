@@ -476,6 +476,10 @@ class _Sides:
     new_source: Callable[[str], bytes | None]
     rows: frozenset[str] | None = None
     modules: frozenset[str] | None = None
+    # ``old`` is the build's own source snapshot: a row it describes must agree with it
+    # (:meth:`describes`); row key -> the first node that does not, for those that do not.
+    snapshot: bool = False
+    disagreeing: dict[str, str] = field(default_factory=dict)
 
     @functools.cached_property
     def writes(self) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
@@ -493,10 +497,33 @@ class _Sides:
         return _effects(self.old), _effects(self.new)
 
     def describes(self, row: _Row, module: str) -> bool:
-        return self.describes_key(row.key, module)
+        """Whether ``old`` is the source ``row`` was built on: listed by the snapshot and, for
+        the build's snapshot, agreeing with every digest the row stores that a static digest
+        can be compared with (a snapshot edited by hand or copied from another build does
+        not, and is not used for that row: it is judged by the digests it stores)."""
+        if not self.describes_key(row.key, module):
+            return False
+        if not self.snapshot:
+            return True
+        if row.key not in self.disagreeing:
+            self.disagreeing[row.key] = _disagreement(row, self.old.graph) or ""
+        return not self.disagreeing[row.key]
 
     def describes_key(self, key: str, module: str) -> bool:
         return (self.rows is None or key in self.rows) and (self.modules is None or module in self.modules)
+
+
+def _disagreement(row: _Row, graph: DepGraph) -> str | None:
+    """The first node (sorted) whose digest in the row differs from its static digest in
+    ``graph`` where the two can be compared (:func:`_comparable`), or None."""
+    for nid in sorted(row.detail["nodes"]):
+        part = row.detail["nodes"][nid]
+        if not isinstance(part, list) or not part or not isinstance(part[0], str):
+            continue
+        node = graph.nodes.get(nid)
+        if node is not None and _comparable(graph, nid) and node.digest != part[0]:
+            return nid
+    return None
 
 
 def _diff_reasons(row: _Row, module: str, head: str, sides: _Sides, source: Path | None = None) -> list[Reason]:
@@ -965,7 +992,7 @@ def _snapshot_sides(directory: Path, now: Analysis, sources: Mapping[str, Path])
         except OSError:
             return None
 
-    return _Sides(old, now, "since the build", by_module.get, new_source, snap.rows, snap.modules), None
+    return _Sides(old, now, "since the build", by_module.get, new_source, snap.rows, snap.modules, snapshot=True), None
 
 
 def _snapshot_files(snap: Any) -> dict[str, str]:
@@ -1075,6 +1102,13 @@ def plan(
             notes.append(
                 f"{len(other)} row(s) of {directory} were not built or served by the build that left its source "
                 "snapshot: judged by the digests they store only; build again, or plan with --since REV"
+            )
+        odd = sorted((key, nid) for key, nid in sides.disagreeing.items() if nid)
+        if odd:
+            notes.append(
+                f"the source snapshot of {directory} does not hold the sources {len(odd)} row(s) were built on "
+                f"(row {odd[0][0][:16]}: {odd[0][1]} has another digest in it than the row stores; edited by hand "
+                "or copied from another build): those rows are judged by the digests they store only; build again"
             )
     return Plan(
         str(directory),
