@@ -201,7 +201,7 @@ def test_a_helper_edit_invalidates_exactly_the_entries_whose_ir_changes(
     doc = json.loads(text)
     assert doc["schema"] == "flydeps.aot-plan/1"
     stale = {(u["row_launcher"], u["where"]) for u in doc["units"] if u["status"] == "invalidated"}
-    assert doc["counts"] == {"present": 3, "invalidated": 3, "missing": 0}
+    assert doc["counts"] == {"present": 3, "invalidated": 3, "missing": 0, "unchecked": 0}
     for unit in doc["units"]:
         if unit["status"] == "invalidated":
             assert [r["node"] for r in unit["reasons"]] == ["kernels.realworld.norms:inv_std"], unit
@@ -334,7 +334,7 @@ def test_module_level_rebinding_and_an_instance_argument_invalidate_against_the_
     doc = json.loads(text)
     assert doc["notes"] == [], doc["notes"]
     stale = {u["row_launcher"] for u in doc["units"] if u["status"] == "invalidated"}
-    assert doc["counts"] == {"present": 2, "invalidated": 4, "missing": 0}, doc["units"]
+    assert doc["counts"] == {"present": 2, "invalidated": 4, "missing": 0, "unchecked": 0}, doc["units"]
     quant = next(u for u in doc["units"] if u["launcher"].endswith("QUANT.launch"))
     assert [r["node"] for r in quant["reasons"]] == ["kernels.realworld.quant:QUANT"], quant
     assert quant["reasons"][0]["text"].startswith("kernels/realworld/quant.py:38 kernels.realworld.quant:QUANT")
@@ -416,14 +416,16 @@ def test_a_directory_without_a_source_snapshot_says_what_it_cannot_judge(
     code, text, _ = _plan(*argv, "--exit-code", "--format", "json", capsys=capsys)
     assert code == 1
     doc = json.loads(text)
-    assert doc["counts"] == {"present": 6, "invalidated": 0, "missing": 0}
+    unjudged = sum(bool(u["unchecked"]) for u in doc["units"])
+    assert unjudged >= 1 and doc["counts"] == {"present": 6, "invalidated": 0, "missing": 0, "unchecked": unjudged}
     tuned = next(u for u in doc["units"] if u["launcher"].endswith("tuned_scale"))
     assert "kernels.realworld.tuned:TUNING" in tuned["unchecked"]
     # a damaged one, a directory, a FIFO: named, not used, nothing else lost, never blocks
     (copy / "aot-sources.json").write_text('{"schema": "flydeps.aot-sources/1", "files": 3}')
     code, text, _ = _plan(*argv, capsys=capsys)
     assert code == 0, text
-    assert text.splitlines()[0] == f"aot plan for {copy}: 6 present, 0 invalidated, 0 missing (of 6)"
+    head = f"aot plan for {copy}: 6 present ({unjudged} of them unchecked), 0 invalidated, 0 missing (of 6)"
+    assert text.splitlines()[0] == head, text
     assert f"note: {copy / 'aot-sources.json'}: not a source snapshot of `flydeps aot build`" in text, text
     assert "unchecked   " in text
     assert (copy / "aot-sources.json").read_text() == '{"schema": "flydeps.aot-sources/1", "files": 3}'

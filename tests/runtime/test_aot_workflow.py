@@ -160,7 +160,7 @@ def test_record_merge_build_on_dask_serve_strict_then_plan_and_rebuild_only_what
         assert served == ["served", "4", "requests", "(all)", "0"], served
 
     code, doc = _plan(project, merged, out)
-    assert code == 0 and doc["counts"] == {"present": 12, "invalidated": 0, "missing": 0}, doc
+    assert code == 0 and doc["counts"] == {"present": 12, "invalidated": 0, "missing": 0, "unchecked": 0}, doc
     shipped = {where: u["row_key"] for where, u in _units(doc).items()}
 
     # A helper edit: the norms' inv_std computes otherwise.

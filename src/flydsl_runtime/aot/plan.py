@@ -175,6 +175,10 @@ class Plan:
     def count(self, status: str) -> int:
         return sum(u.status == status for u in self.units)
 
+    def unchecked(self) -> int:
+        """The present units with something this plan could not judge (``Unit.unchecked``)."""
+        return sum(u.status == "present" and bool(u.unchecked) for u in self.units)
+
     @property
     def rebuild(self) -> bool:
         """Whether ``--exit-code`` fails: a unit to (re)build, or one that could not be judged."""
@@ -1193,8 +1197,10 @@ def _outside_reads(row: _Row, unseen: Sequence[tuple[DepGraph, Mapping[str, str]
 def render_text(result: Plan) -> str:
     present, stale, missing = (result.count(s) for s in ("present", "invalidated", "missing"))
     since = f" since {result.since}" if result.since else ""
+    unjudged = result.unchecked()
     head = (
-        f"aot plan for {result.directory}{since}: {present} present, {stale} invalidated, "
+        f"aot plan for {result.directory}{since}: {present} present"
+        f"{f' ({unjudged} of them unchecked)' if unjudged else ''}, {stale} invalidated, "
         f"{missing} missing (of {len(result.units)})"
     )
     lines = [head]
@@ -1214,7 +1220,10 @@ def render_json(result: Plan) -> str:
         "since": result.since,
         "arches": list(result.arches),
         "absent_arches": list(result.absent_arches),
-        "counts": {s: result.count(s) for s in ("present", "invalidated", "missing")},
+        "counts": {
+            **{s: result.count(s) for s in ("present", "invalidated", "missing")},
+            "unchecked": result.unchecked(),
+        },
         "units": [
             {
                 "launcher": u.launcher,
