@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 
 import pytest
 
@@ -314,7 +315,7 @@ def test_threads_reading_a_new_guard_generate_one_check(mod, monkeypatch) -> Non
     made = _generations(monkeypatch)
     _, guard = guard_of(mod.Sub.run, owner=mod.Sub)
     start = threading.Barrier(8)
-    seen: list[object] = []
+    seen: list[Callable[[], bool]] = []
 
     def read() -> None:
         start.wait()
