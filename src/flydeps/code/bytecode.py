@@ -32,7 +32,7 @@ an interpreter without tables).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import Any, NamedTuple
 
@@ -84,6 +84,14 @@ class _CodeMemo(dict):  # type: ignore[type-arg]
         entry = self.get(id(code))
         return entry[1] if entry is not None and entry[0]() is code else None
 
+    def through(self, code: CodeType, compute: Callable[[CodeType], Any]) -> Any:
+        """The result for ``code``, computed by ``compute`` once per code object."""
+        cached = self.lookup(code)
+        if cached is None:
+            cached = compute(code)
+            self.store(code, cached)
+        return cached
+
     def store(self, code: CodeType, result: Any) -> None:
         ref = _KeyedRef(code, self._drop_entry)
         ref.key = key = id(code)
@@ -111,11 +119,7 @@ def code_digest(code: CodeType, *, positions: bool = False) -> str:
         raise TypeError(f"code_digest(code) needs a code object (fn.__code__), got {type(code).__qualname__}")
     if not positions:
         return _analyze(code)[0]
-    cached = _positions.lookup(code)
-    if cached is None:
-        cached = _positions_digest(code)
-        _positions.store(code, cached)
-    return cached
+    return _positions.through(code, _positions_digest)  # type: ignore[no-any-return]
 
 
 def _positions_digest(code: CodeType) -> str:
@@ -202,17 +206,19 @@ def import_reads(code: CodeType) -> tuple[ImportRead, ...]:
     ``import mod`` in the body) are reads of the module. Cold path, through ``dis``; only
     code that imports (or names ``import_module``) is read; once per code object (every
     later walk reaching it reads the memo)."""
-    cached = _imports.lookup(code)
-    if cached is None:
-        cached = _import_reads(code)
-        _imports.store(code, cached)
-    return cached
+    return _imports.through(code, _import_reads)  # type: ignore[no-any-return]
+
+
+def _instructions(code: CodeType) -> list[tuple[str, Any]]:
+    """``(opname, argval)`` of ``code``'s instructions, the cache and no-op fillers dropped
+    (what the import and ``getattr`` scanners match on; cold path, through ``dis``)."""
+    import dis
+
+    return [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]
 
 
 def _import_reads(code: CodeType) -> tuple[ImportRead, ...]:
-    import dis
-
-    ins = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]
+    ins = _instructions(code)
     out: list[ImportRead] = []
     for n, (op, arg) in enumerate(ins):
         if op == "IMPORT_NAME":
@@ -241,17 +247,11 @@ def getattr_reads(code: CodeType) -> tuple[NameRef, ...]:
     arguments: the chain ``g.a.name`` it reads, and the attributes read on its result, as
     :class:`NameRef` s of scope ``global`` (a read the bytecode's own chains do not show).
     Cold path (``dis``), for code naming ``getattr``; memoized per code object."""
-    cached = _getattrs.lookup(code)
-    if cached is None:
-        cached = _getattr_reads(code)
-        _getattrs.store(code, cached)
-    return cached
+    return _getattrs.through(code, _getattr_reads)  # type: ignore[no-any-return]
 
 
 def _getattr_reads(code: CodeType) -> tuple[NameRef, ...]:
-    import dis
-
-    ins = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _IMPORT_FILLER]
+    ins = _instructions(code)
     out: list[NameRef] = []
     for n, (op, arg) in enumerate(ins):
         if op not in _GLOBAL_OPS or arg != "getattr":
