@@ -135,3 +135,53 @@ def test_a_function_argument_whose_global_was_rebound_to_an_equal_copy_keeps_its
     namespace["FACTORS"] = (3.0,)
     apply.apply(*tensors, 256, fn)
     assert apply.apply.cache_info().misses == 2 and len(traces) == 2
+
+
+@pytest.mark.parametrize("where", ["instance", "module"])
+def test_a_change_by_another_thread_while_flydsl_compiles_is_not_taken_for_the_trace(
+    fdk, traces: list[str], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Another thread changes what the trace read after FlyDSL's trace returned and before
+    the call ends (FlyDSL lowers and compiles in between: milliseconds to seconds). The state
+    the entry is guarded by is the one the trace ended in, so the next call sees the change
+    and traces; it was taken at the end of the call, which made the change look like the
+    trace's own (a red team's c43/c48: the bound instance; c39/c47: a memo the trace writes).
+    The oracle: FlyDSL's IR key of each call."""
+    import threading
+
+    from flydsl.compiler.jit_function import JitFunction
+
+    bound = fdk.module("bound")
+    instance = bound.Quant(factor=2)
+    tensors = [torch.zeros(256) for _ in range(3)]
+    traced_now = JitFunction._trace  # the runtime's hook, inside the test's spy: wrapped outside both
+    pending: list[object] = []
+
+    def change() -> None:
+        if where == "instance":
+            instance.factor = 3
+        else:
+            bound.Quant.BLOCK = 32
+
+    def then_change(self: JitFunction, *args: object, **kwargs: object) -> object:
+        result = traced_now(self, *args, **kwargs)
+        while pending:  # another thread, once, while the call is still to compile
+            pending.pop()
+            worker = threading.Thread(target=change)
+            worker.start()
+            worker.join()
+        return result
+
+    monkeypatch.setattr(JitFunction, "_trace", then_change)
+    launcher = bound.Quant.launch
+    pending.append(1)
+    instance.launch(*tensors, 256)
+    first_ir = launcher._jf._last_compiled[0]
+    assert len(traces) == 1
+    try:
+        instance.launch(*tensors, 256)
+    except flydeps.GlobalDriftError:  # a class attribute read while tracing: the default policy
+        assert where == "module"
+        return
+    assert len(traces) == 2, "the state changed while FlyDSL compiled was served as if the trace had read it"
+    assert launcher._jf._last_compiled[0] != first_ir

@@ -69,7 +69,7 @@ from flydeps.observe.environ import EMPTY, EnvReads, derive, paused, recording
 
 from ..trace import devprops, statequery  # noqa: F401  (devprops adds its query to the table at import)
 
-__all__ = ["ROCM_ARCH", "ensure_hooks", "take_trace_env_reads"]
+__all__ = ["ROCM_ARCH", "at_trace_end", "ensure_hooks", "take_trace_env_reads"]
 
 # The derived read of FlyDSL's get_rocm_arch() (see the module docstring).
 ROCM_ARCH = "=get_rocm_arch()"
@@ -110,13 +110,30 @@ def take_trace_env_reads() -> EnvReads:
     return reads
 
 
+def at_trace_end(callback: Callable[[], None] | None) -> None:
+    """Run ``callback`` when the next FlyDSL trace of this thread returns (before FlyDSL
+    lowers and compiles it: no user code runs after that point of the call), once; None
+    forgets it. What a launcher's miss records as the state its trace ended in is taken
+    there, so another thread's change during the compile is a change after the trace."""
+    _last_trace.at_end = callback
+
+
 def _recording_trace(trace: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(trace)
     def trace_and_record(self: JitFunction, *args: Any, **kwargs: Any) -> Any:
         _last_trace.reads = EMPTY
-        with recording() as rec:
-            result = trace(self, *args, **kwargs)
+        depth = getattr(_last_trace, "depth", 0)
+        _last_trace.depth = depth + 1
+        try:
+            with recording() as rec:
+                result = trace(self, *args, **kwargs)
+        finally:
+            _last_trace.depth = depth
         _last_trace.reads = rec.reads()
+        at_end = getattr(_last_trace, "at_end", None) if depth == 0 else None  # the outermost trace's end
+        if at_end is not None:
+            _last_trace.at_end = None
+            at_end()
         return result
 
     trace_and_record.__flydeps_original__ = trace  # type: ignore[attr-defined]

@@ -67,7 +67,7 @@ from ..persist import diskcache, index, manifest
 from ..persist import strict as aot
 from ..trace import explain
 from ..trace.argsig import ArgSigner
-from .hooks import take_trace_env_reads
+from .hooks import at_trace_end, take_trace_env_reads
 from .records import Entry, OwnerState, described, entry_env_reads, usable
 from .states import DependencyStates
 from .verify import StaleArtifactError, traced_ir_key
@@ -116,6 +116,10 @@ class _Traced(NamedTuple):
     ir_key: str
     start: build.BuildStart
     env_mark: int  # flydeps.observe.environ.write_mark() before the trace
+    # The dependency state and the identity-keyed bound instance's (fingerprint, guard) as
+    # the trace ended (before FlyDSL compiled it); None where no trace ran (a cache hit
+    # inside FlyDSL) or the hook did not run: then taken after the call.
+    ended: tuple[Fingerprint, tuple[Fingerprint, Guard] | None] | None = None
 
 
 class MissPath(DependencyStates):
@@ -170,13 +174,14 @@ class MissPath(DependencyStates):
                     return loaded[0], False
             if strict:
                 self._check_strict(persistent, row, verifying, signer)
-            traced = self._trace(state, full)
+            traced = self._trace(state, full, self._pinned(key, bound_self))
             self._check_row_ir(row, traced.ir_key, verifying)
             after, judgement, reads = self._judge_trace(state, traced)
             if judgement.verdict is not build.Verdict.SAME and judgement.verdict is not build.Verdict.ADOPT:
                 return self._drop_trace(owner, state, after, judgement, traced.compiled)
             state = self._adopt_own_writes(owner, state, traced, after, judgement)
-            extra, pinned, unstored = self._instance_guards(key, bound_self, extra, persistent.self_fp)
+            ended = traced.ended[1] if traced.ended is not None else None
+            extra, pinned, unstored = self._instance_guards(key, bound_self, extra, persistent.self_fp, ended)
             entry = Entry(
                 spelled,
                 traced.compiled,
@@ -376,20 +381,32 @@ class MissPath(DependencyStates):
 
     # --- 7-9: trace, then judge it ---------------------------------------------------
 
-    def _trace(self, state: OwnerState, full: tuple) -> _Traced:
+    def _trace(self, state: OwnerState, full: tuple, pinned: object = None) -> _Traced:
         """FlyDSL's trace and compile (and launch, unless COMPILE_ONLY) of the call, as a managed
-        build of ``state`` with the environment's writes by other threads marked."""
+        build of ``state`` with the environment's writes by other threads marked. The state
+        the trace ended in (and ``pinned``'s, an identity-keyed bound instance) is taken when
+        FlyDSL's trace returns (:func:`.hooks.at_trace_end`), before it compiles: a change
+        another thread makes during the compile is then one the next call's guard sees, not
+        one adopted as the trace's own."""
         diskcache.manager(self._jf)  # where this process cannot write: read-only, kept in memory
         env_mark = environ_write_mark()  # env variables other threads write while it traces
+        ended: list[tuple[Fingerprint, tuple[Fingerprint, Guard] | None]] = []
+
+        def at_end() -> None:
+            after = build.stable(state.fingerprint.refresh)
+            ended.append((after, self._instance_state(pinned) if pinned is not None else None))
+
         start = build.begin(state.fingerprint)  # the build protocol: see flydeps.builds.protocol
+        at_trace_end(at_end)
         try:
             compiled = self._jf._compile_or_execute(full, {}, execute=True, return_compiled=True)
         except Exception as error:
             _note_linker(error)
             raise
         finally:  # a trace that failed after writing a memo wrote it all the same
+            at_trace_end(None)
             build.finish(start)
-        return _Traced(compiled, self._jf._last_compiled[0], start, env_mark)
+        return _Traced(compiled, self._jf._last_compiled[0], start, env_mark, ended[0] if ended else None)
 
     def _check_row_ir(self, row: index.Row | None, ir_key: str, verifying: bool) -> None:
         """Under ``FLYDEPS_VERIFY=1``: the row's IR must be the one the trace gave."""
@@ -399,7 +416,7 @@ class MissPath(DependencyStates):
     def _judge_trace(self, state: OwnerState, traced: _Traced) -> tuple[Fingerprint, build.Judgement, EnvReads]:
         """The state after the trace, the verdict on what changed while it ran (its own writes
         adopted; another thread's write of an env variable it read: RACED) and its env reads."""
-        after = build.stable(state.fingerprint.refresh)
+        after = traced.ended[0] if traced.ended is not None else build.stable(state.fingerprint.refresh)
         judgement = build.conclude(traced.start, after)  # its own writes (memos, FlyDSL's class caches) adopted
         reads = entry_env_reads()
         return after, _env_raced(judgement, traced.env_mark, reads), reads
@@ -450,16 +467,18 @@ class MissPath(DependencyStates):
         bound_self: object,
         extra: tuple[tuple[Fingerprint, Guard], ...],
         self_fp: Fingerprint | None,
+        ended: tuple[Fingerprint, Guard] | None = None,
     ) -> tuple[tuple[tuple[Fingerprint, Guard], ...], object, str | None]:
         """``(guards a hit re-checks, the instance pinned by identity or None, why no row will
-        serve this call or None)``: an identity-keyed bound instance's state after the trace
-        is guarded too; a function passed as an argument has no cross-process name."""
-        pinned = bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
+        serve this call or None)``: an identity-keyed bound instance's state as the trace
+        ended (``ended``, else taken now) is guarded too; a function passed as an argument has
+        no cross-process name."""
+        pinned = self._pinned(key, bound_self)
         unstored = "a function passed as a compile-time argument has no cross-process name" if extra else None
         if pinned is not None:
             # Keyed by identity: what the trace read of the instance's own state (its
-            # attributes, as they stand now the trace finished) must still hold on a hit.
-            after_self, after_guard = self._instance_state(pinned)  # walked again if the trace wrote to it
+            # attributes, as they stood when the trace ended) must still hold on a hit.
+            after_self, after_guard = ended or self._instance_state(pinned)  # walked again if the trace wrote to it
             extra = (*extra, (after_self, after_guard))
             if self_fp is not None and after_self.digest != self_fp.digest:
                 # The row would be keyed by the state before the trace; a process that
@@ -467,6 +486,12 @@ class MissPath(DependencyStates):
                 log.info("%s: not persisted, the trace changed the bound instance's state", self._name)
                 unstored = "its trace changed the bound instance's state, which the row's key covers"
         return extra, pinned, unstored
+
+    @staticmethod
+    def _pinned(key: tuple, bound_self: object) -> object:
+        """The bound instance a call's entries are keyed by by identity (its class has no
+        ``__cache_signature__``), or None."""
+        return bound_self if key[5] is not None and not hasattr(type(bound_self), "__cache_signature__") else None
 
     def _store(self, owner: type | None, key: tuple, entry: Entry) -> None:
         """Keep ``entry`` under ``key`` (the owner's last entry too) and count the miss."""
