@@ -12,7 +12,7 @@ import importlib.util
 import os
 import sysconfig
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import CodeType
 
@@ -80,16 +80,24 @@ def test_the_c_loop_is_used_where_it_was_built() -> None:
     assert (_codescan._scanext is not None) == SCANEXT_BUILT
 
 
-def test_project_sources_examples_and_fixtures(loop: str) -> None:
+def _project_codes() -> Iterator[tuple[str, CodeType]]:
     roots = [ROOT / "src", ROOT / "examples", ROOT / "tests", ROOT / "benchmarks"]
-    count, bad = _mismatches(code for root in roots for code in _codes(_python_files(root)))
+    return (code for root in roots for code in _codes(_python_files(root)))
+
+
+def _stdlib_codes() -> Iterator[tuple[str, CodeType]]:
+    skip = {"site-packages"} if os.environ.get("FLYDEPS_FULL_STDLIB") == "1" else {"site-packages", "test"}
+    return _codes(_python_files(Path(sysconfig.get_paths()["stdlib"]), frozenset(skip)))
+
+
+def test_project_sources_examples_and_fixtures(loop: str) -> None:
+    count, bad = _mismatches(_project_codes())
     assert count > 1000
     assert bad == [], bad[:20]
 
 
 def test_standard_library() -> None:
-    skip = {"site-packages"} if os.environ.get("FLYDEPS_FULL_STDLIB") == "1" else {"site-packages", "test"}
-    count, bad = _mismatches(_codes(_python_files(Path(sysconfig.get_paths()["stdlib"]), frozenset(skip))))
+    count, bad = _mismatches(_stdlib_codes())
     assert count > 10000
     assert bad == [], bad[:20]
 
@@ -175,3 +183,99 @@ def test_scanext_bad_input_is_a_clear_error() -> None:
         _scanext.configure(*tables)
     # A failed configure leaves the loop as it was: still decoding, still equal to dis.
     assert _codescan._scanext is None or _scanext.scan(code, code.co_code, _bytecode.canonical_const) is not None
+
+
+# --- the instruction list of the import and getattr scanners (flydeps.code.bytecode) ---------
+
+# Opnames whose argument the scanners read (bytecode._import_reads, _getattr_reads and helpers).
+_SCANNERS_READ = frozenset(
+    {"IMPORT_NAME", "IMPORT_FROM", "LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE"}
+    | _bytecode._STORES
+    | _bytecode._CALL_OPS
+    | _bytecode._CALLS_ONE
+    | _bytecode._GLOBAL_OPS
+    | _bytecode._ATTR_OPS
+)
+
+
+def _instruction_mismatches(codes: Iterator[tuple[str, CodeType]]) -> tuple[int, list[str]]:
+    """Code objects whose directly read instruction list differs from ``dis``'s anywhere but
+    at a jump (None: its target is not read) or at an argument ``dis`` renders (the raw
+    integer instead) or where ``dis`` leaves an argument unresolved, and never at an
+    instruction whose argument a scanner reads."""
+    import dis
+
+    assert TABLE is not None
+    drop = _bytecode._IMPORT_FILLER
+    count, bad = 0, []
+    for where, code in codes:
+        count += 1
+        ours = _codescan.instructions(code, TABLE, drop)
+        theirs = [i for i in dis.get_instructions(code) if i.opname not in drop]
+        if ours is None or len(ours) != len(theirs):
+            bad.append(f"{where}: {'unread' if ours is None else f'{len(ours)} != {len(theirs)} instructions'}")
+            continue
+        for (name, value), ins in zip(ours, theirs):
+            if name != ins.opname:
+                bad.append(f"{where}: {name} != {ins.opname} at {ins.offset}")
+                break
+            if value is ins.argval or (value == ins.argval and type(value) is type(ins.argval)):
+                continue
+            jump = ins.opcode in _disref._JUMPS and value is None
+            rendered = value == ins.arg and type(value) is int and type(ins.argval) is not int
+            unresolved = type(ins.argval).__name__ == "_Unknown"  # 3.11's dis leaves KW_NAMES so
+            if name in _SCANNERS_READ or not (jump or rendered or unresolved):
+                bad.append(f"{where}: {name} at {ins.offset}: {value!r} != {ins.argval!r}")
+                break
+    return count, bad
+
+
+@pytest.mark.parametrize(
+    ("corpus", "least"), [(_project_codes, 1000), (_stdlib_codes, 10000)], ids=["project", "stdlib"]
+)
+def test_scanner_instructions_agree_with_dis(corpus: Callable[[], Iterator[tuple[str, CodeType]]], least: int) -> None:
+    count, bad = _instruction_mismatches(corpus())
+    assert count > least
+    assert bad == [], bad[:20]
+
+
+def test_import_and_getattr_reads_are_the_same_through_dis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the scanners find, on every code object of the project and the examples that
+    imports or names ``getattr``, with the instructions read directly and through ``dis``."""
+    roots = [ROOT / "src", ROOT / "examples", ROOT / "tests"]
+    codes = [
+        code
+        for root in roots
+        for _where, code in _codes(_python_files(root))
+        if {"getattr", "import_module", "__import__", "modules"} & set(code.co_names)
+        or any(name.startswith("IMPORT_") for name in (TABLE.names[op] for op in code.co_code[0::2]))  # type: ignore[union-attr]
+    ]
+    synthetic = (
+        "def f(n):\n"
+        "    import a.b as c\n"
+        "    from .p import q as r, s\n"
+        "    m = importlib.import_module('x.y')\n"
+        "    t = __import__('u.v', globals(), None, ['w'], 0).w\n"
+        "    k = sys.modules['z'].attr\n"
+        "    return getattr(cfg.opts, 'tile').size, getattr(cfg, 'name'), c.d, r, s, m, t, k\n"
+    )
+    codes += [code for _q, code in iter_qualnames(compile(synthetic, "m.py", "exec"))]
+    assert len(codes) > 300
+    direct = [(_bytecode._import_reads(code), _bytecode._getattr_reads(code)) for code in codes]
+    assert any(imports for imports, _ in direct) and any(reads for _, reads in direct)
+    monkeypatch.setattr(_bytecode, "TABLE", None)
+    assert [(_bytecode._import_reads(code), _bytecode._getattr_reads(code)) for code in codes] == direct
+
+
+def test_scanner_instructions_give_way_to_dis_on_code_they_cannot_read() -> None:
+    """An argument past its table, inline caches past the end: None (``dis`` is asked)."""
+    assert TABLE is not None
+    code = compile("import a.b as c\nx = getattr(c, 'd')\n", "m.py", "exec")
+    assert _codescan.instructions(code, TABLE, frozenset()) is not None
+    past = code.replace(co_names=())  # IMPORT_NAME reads co_names[0], now missing
+    assert _codescan.instructions(past, TABLE, frozenset()) is None
+    wide = [op for op in range(256) if TABLE.sizes[op] > 1]
+    if wide:  # 3.11+: an instruction with inline caches as the last code unit
+        cut = code.replace(co_code=bytes((wide[0], 0)))
+        assert _codescan.instructions(cut, TABLE, frozenset()) is None
+    assert [name for name, _ in _bytecode._instructions(code)][:1] == ["LOAD_CONST"]

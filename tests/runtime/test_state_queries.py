@@ -201,6 +201,37 @@ def test_an_early_import_of_a_query_is_rebound(monkeypatch) -> None:
     assert rec.reads().values == (("=torch.get_default_dtype()", "torch.float32"),)
 
 
+def test_install_rebinds_the_early_imports_of_every_call_query_it_observes(monkeypatch) -> None:
+    """Two call queries of one library installed together (one pass over ``sys.modules``):
+    a module that imported both functions before holds both wrappers after; another name for
+    one of them, and a module that imported neither, are left as they are."""
+    import types
+
+    library = types.ModuleType("fdk_two_queries")
+    library.alpha = lambda: "a"  # type: ignore[attr-defined]
+    library.beta = lambda: "b"  # type: ignore[attr-defined]
+    early = types.ModuleType("fdk_two_queries_early")
+    early.alpha, early.beta, early.first = library.alpha, library.beta, library.alpha  # type: ignore[attr-defined]
+    other = types.ModuleType("fdk_two_queries_other")
+    other.alpha = lambda: "not the library's"  # type: ignore[attr-defined]
+    for module in (library, early, other):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    originals = (library.alpha, library.beta)  # type: ignore[attr-defined]
+    queries = [statequery.StateQuery(library.__name__, name, "call", "a test") for name in ("alpha", "beta")]
+    monkeypatch.setattr(statequery, "QUERIES", [*statequery.QUERIES, *queries])
+    for query in queries:
+        monkeypatch.setitem(statequery._originals, query.path, None)
+        del statequery._originals[query.path]  # monkeypatch removes what install() adds
+    done = statequery.install()
+    assert {q.path for q in queries} <= set(done)
+    assert early.alpha is library.alpha is not originals[0]  # type: ignore[attr-defined]
+    assert early.beta is library.beta is not originals[1]  # type: ignore[attr-defined]
+    assert early.first is originals[0] and other.alpha() == "not the library's"  # type: ignore[attr-defined]
+    with _environ.recording() as rec:
+        assert early.alpha() == "a" and early.beta() == "b"  # type: ignore[attr-defined]
+    assert rec.reads().values == (("=fdk_two_queries.alpha()", "'a'"), ("=fdk_two_queries.beta()", "'b'"))
+
+
 def test_a_query_whose_owner_is_not_imported_is_left_alone(monkeypatch) -> None:
     query = statequery.StateQuery("fdk_not_imported.settings", "flag", "attribute", "a test")
     monkeypatch.setattr(statequery, "QUERIES", [*statequery.QUERIES, query])

@@ -20,7 +20,7 @@ from .normalize import PAIR_HALVES
 from .opcodes import _name_shifts
 from .scan import Decoded, assemble, name_token
 
-__all__ = ["analyze", "code_digest"]
+__all__ = ["analyze", "code_digest", "instructions"]
 
 _SKIP = frozenset({"NOP", "CACHE", "EXTENDED_ARG", "EXTENDED_ARG_QUICK"})
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
@@ -61,6 +61,13 @@ def analyze(code: CodeType) -> tuple[str, tuple[NameRef, ...]]:
     tokens = [b"\n" + name.encode() + argument for name, argument in zip(names, arguments)]
     has_swap = "SWAP" in names
     return assemble(code, Decoded(units, tokens, jumps, seen, has_swap, lambda: (names, arguments, swap_args)))
+
+
+def instructions(code: CodeType, drop: frozenset[str]) -> list[tuple[str, object]]:
+    """``(opname, argval)`` of ``code``'s instructions by ``dis``, the opnames in ``drop``
+    left out: the reference of :func:`flydeps.code.scan.instructions`, and the
+    implementation where it cannot read the code (or there are no tables)."""
+    return [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in drop]
 
 
 def _argument(code: CodeType, ins: dis.Instruction) -> bytes:

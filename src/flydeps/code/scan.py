@@ -35,6 +35,7 @@ __all__ = [
     "decode",
     "exception_token",
     "header",
+    "instructions",
     "malformed",
     "name_token",
     "target_index",
@@ -302,6 +303,52 @@ def _scan(code: CodeType, table: OpTable) -> Decoded:
         raise malformed(code, last, f"{table.names[ops[last]]}'s inline caches run past the end of co_code")
     has_swap = table.swap is not None and table.swap in ops
     return Decoded(units, tokens, jumps, seen, has_swap, lambda: resolve.describe(units, tokens, raw))
+
+
+def instructions(code: CodeType, table: OpTable, drop: frozenset[str]) -> list[tuple[str, object]] | None:
+    """``(opname, argval)`` of ``code``'s instructions as ``dis.get_instructions`` yields
+    them, read from ``co_code`` directly (the pattern scanners of
+    :mod:`flydeps.code.bytecode`: import statements, ``import_module``, ``getattr``), with
+    the filler and the opnames in ``drop`` left out. ``argval`` is ``dis``'s for constants,
+    names, variables and super-instruction pairs (a tuple of the two names) and for raw
+    integer arguments; a jump's is None (its target is not read), and where ``dis``
+    renders a raw argument (``COMPARE_OP``'s operator, ``FORMAT_VALUE``'s conversion) it
+    is the integer. :func:`flydeps.code.disref.instructions` is the reference the tests hold
+    it to. None for code this loop cannot read (an argument past its table, caches past the
+    end): the caller asks ``dis``."""
+    raw = code.co_code
+    ops, args = raw[0::2], raw[1::2]
+    resolve = _Arguments(code, table)
+    names, kinds, sizes, extended = table.names, table.kinds, table.sizes, table.extended_arg
+    out: list[tuple[str, object]] = []
+    add = out.append
+    n, i, ext = len(ops), 0, 0
+    try:
+        while i < n:
+            op = ops[i]
+            kind = kinds[op]
+            if kind == _FILLER:
+                ext = (ext | args[i]) << 8 if op == extended else 0
+                i += 1
+                continue
+            arg, ext = ext | args[i], 0
+            name = names[op]
+            i += sizes[op]
+            if name in drop:
+                continue
+            if _CONST <= kind <= _FREE:
+                add((name, resolve.value(kind, op, arg)))
+            elif kind == _RAW:
+                add((name, arg))
+            elif kind == _NONE:
+                add((name, None))
+            elif kind == _PAIR:
+                add((name, (resolve.local(arg >> 4), resolve.local(arg & 15))))
+            else:  # a jump
+                add((name, None))
+    except IndexError:
+        return None
+    return out if i == n else None
 
 
 _SIMPLE: dict[int, bytes] = {}  # (op << 32) | arg -> token of an instruction indexing no table
