@@ -240,3 +240,31 @@ def test_a_query_whose_owner_is_not_imported_is_left_alone(monkeypatch) -> None:
     assert _environ.current(query.prefix) == statequery.evaluate(query.prefix)
     with pytest.raises(ValueError, match="not a registered derived read"):
         _environ.note_derived("=torch.no_such_query()", "x")
+
+
+def test_install_failing_midway_still_rebinds_the_wrappers_it_put_in_place(monkeypatch) -> None:
+    """A query that fails to install after a call query was observed: the module that imported
+    the call's function early holds the wrapper all the same (its reads are not missed)."""
+    import types
+
+    library = types.ModuleType("fdk_midway_queries")
+    library.gamma = lambda: "g"  # type: ignore[attr-defined]
+    library.flag = True  # type: ignore[attr-defined]
+    early = types.ModuleType("fdk_midway_queries_early")
+    early.gamma = original = library.gamma  # type: ignore[attr-defined]
+    for module in (library, early):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    call = statequery.StateQuery(library.__name__, "gamma", "call", "a test")
+    broken = statequery.StateQuery(library.__name__, "flag", "attribute", "a test")
+    monkeypatch.setattr(statequery, "QUERIES", [*statequery.QUERIES, call, broken])
+
+    def refuse(query: statequery.StateQuery, owner: object) -> None:
+        if query is broken:
+            raise RuntimeError("cannot observe")
+
+    monkeypatch.setattr(statequery, "_install_attribute", refuse)
+    monkeypatch.setitem(statequery._originals, call.path, None)
+    del statequery._originals[call.path]  # monkeypatch removes what install() adds
+    with pytest.raises(RuntimeError, match="cannot observe"):
+        statequery.install()
+    assert early.gamma is library.gamma is not original  # type: ignore[attr-defined]

@@ -436,22 +436,24 @@ def install() -> list[str]:
     """Register every query's reads, and observe each whose owner is imported (once).
     Returns the paths observed by this call."""
     done = []
-    swaps = []
-    for query in QUERIES:
-        _register(query)
-        owner = _resolve(query.owner)
-        if owner is None or query.path in _originals:
-            continue
-        if query.kind == "call":
-            swap = _install_call(query, owner)
-            if swap is not None:
-                swaps.append(swap)
-        else:
-            _install_attribute(query, owner)
-        if query.path in _originals:
-            done.append(query.path)
-    if swaps:
-        _rebind_early_imports(swaps)  # one pass over sys.modules for all of them
+    swaps: list[tuple[object, object, str]] = []
+    try:
+        for query in QUERIES:
+            _register(query)
+            owner = _resolve(query.owner)
+            if owner is None or query.path in _originals:
+                continue
+            if query.kind == "call":
+                swap = _install_call(query, owner)
+                if swap is not None:
+                    swaps.append(swap)
+            else:
+                _install_attribute(query, owner)
+            if query.path in _originals:
+                done.append(query.path)
+    finally:  # a wrapper put in place is never left unseen by a module that imported early
+        if swaps:
+            _rebind_early_imports(swaps)  # one pass over sys.modules for all of them
     return done
 
 
